@@ -1,0 +1,81 @@
+"""The strategy interface: one method, ``split``, over spans of a document.
+
+A strategy receives the document's full text and one input ``Piece`` (a span of it) and
+returns the pieces it cuts that span into. Batching over pieces, clean-up and numbering
+live once in ``pipeline``; token counting in ``tokens``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Sequence
+
+from corpus_pipeline.chunking.params import StrategyConfig
+from corpus_pipeline.chunking.sizes import SizeMeter
+from corpus_pipeline.models import Block, Piece
+from corpus_pipeline.tokens import TokenCounter
+
+
+@dataclass
+class ChunkContext:
+    """What a strategy may use besides the text: the document's parsed blocks, the token
+    counter of the KB's embedding model, and model clients where configured."""
+
+    text: str
+    token_counter: TokenCounter | None = None
+    blocks: Sequence[Block] = ()
+    embedder: Any = None  # corpus_pipeline.embedding.Embedder, for SEMANTIC (embedding mode)
+    llm: Any = None  # corpus_pipeline.llm.LLMClient, for PROPOSITION and LLM
+    stats: dict[str, int] = field(default_factory=dict)
+    _meters: dict[str, SizeMeter] = field(default_factory=dict)
+
+    def meter(self, unit: str) -> SizeMeter:
+        m = self._meters.get(unit)
+        if m is None:
+            m = self._meters[unit] = SizeMeter(self.text, unit, self.token_counter)
+        return m
+
+    def bump(self, key: str, n: int = 1) -> None:
+        self.stats[key] = self.stats.get(key, 0) + n
+
+
+class Strategy(ABC):
+    """A chunking strategy. Subclasses set the class attributes and implement ``split``."""
+
+    name: ClassVar[str]
+    code: ClassVar[int | None] = None  # seed 003's numeric code, where it has one
+    version: ClassVar[str] = "v1"  # bump when the output for the same input can change
+    description: ClassVar[str] = ""
+    config_class: ClassVar[type[StrategyConfig]]
+    keeps_source_text: ClassVar[bool] = True  # text == source[start:end] for its pieces
+
+    def __init__(self, config: StrategyConfig | None = None) -> None:
+        self.config = config if config is not None else self.config_class()
+
+    @abstractmethod
+    def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
+        """Cut ``piece`` (a span of ``ctx.text``) into pieces, in order."""
+
+    def split_all(self, pieces: Sequence[Piece], ctx: ChunkContext) -> list[Piece]:
+        out: list[Piece] = []
+        for piece in pieces:
+            out.extend(self.split(piece, ctx))
+        return out
+
+
+def sub_piece(parent: Piece, text: str, start: int, end: int, **changes: Any) -> Piece:
+    """A piece cut from ``parent``: inherits its section path, block index and metadata."""
+    return Piece(
+        text=text[start:end],
+        start=start,
+        end=end,
+        section_path=changes.pop("section_path", parent.section_path),
+        chunk_type=changes.pop("chunk_type", parent.chunk_type),
+        block_index=changes.pop("block_index", parent.block_index),
+        metadata=changes.pop("metadata", parent.metadata),
+        **changes,
+    )
+
+
+Factory = Callable[[StrategyConfig | None], Strategy]

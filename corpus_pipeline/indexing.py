@@ -1,0 +1,342 @@
+"""The indexing steps, as plain functions over Arrow tables: what each Dagster asset calls.
+
+    discover_documents   kb                                   -> documents
+    parse_documents      documents                            -> {blocks, texts, images}
+    build_parent_blocks  documents, parsed, plan per document -> parent_blocks
+    build_child_chunks   parent_blocks, parsed, descriptions  -> child_chunks
+    embed_chunks         child_chunks                         -> chunk_embeddings
+    write_search_index   child_chunks, chunk_embeddings       -> LanceDB table
+
+Every id is deterministic (same input and version -> same id) so re-runs are idempotent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from corpus_pipeline.chunking.base import ChunkContext
+from corpus_pipeline.chunking.pipeline import cleanup, run_steps
+from corpus_pipeline.chunking.plan import Plan
+from corpus_pipeline.embedding import EmbeddingCache, embed_with_cache, load_embedder, text_hash
+from corpus_pipeline.kbconfig import KnowledgeBase
+from corpus_pipeline.models import Block, DocStatus, Document, ParsedDocument, Piece
+from corpus_pipeline.parsing import discover, parse_document
+from corpus_pipeline.store import schemas
+from corpus_pipeline.tokens import token_counter_for
+
+
+def _hid(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:24]
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj or {}, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def discover_documents(kb: KnowledgeBase) -> pa.Table:
+    rows = []
+    for found in discover(kb):
+        d = found.document
+        rows.append(
+            {
+                "kb": d.kb, "doc_id": d.doc_id, "path": d.path, "format": d.format,
+                "size_bytes": d.size_bytes, "content_hash": d.content_hash, "plan": d.plan,
+                "override": d.override, "error": found.error,
+            }
+        )
+    return _table(rows, schemas.DOCUMENTS)
+
+
+def documents_from_table(table: pa.Table) -> list[tuple[Document, str | None]]:
+    out = []
+    for r in table.to_pylist():
+        err = r.pop("error")
+        out.append((Document(**r), err))
+    return out
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+@dataclass
+class ParseStats:
+    parsed: int = 0
+    failed: list[dict[str, str]] = field(default_factory=list)
+
+
+def parse_documents(kb: KnowledgeBase, documents: pa.Table) -> tuple[dict[str, pa.Table], ParseStats]:
+    """Parse every document; failures are rows with ``status=FAILED`` and the error."""
+    blocks: list[dict[str, Any]] = []
+    texts: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    stats = ParseStats()
+    for doc, refused in documents_from_table(documents):
+        if refused:
+            parsed = ParsedDocument(doc.doc_id, DocStatus.FAILED.value, error=refused)
+        else:
+            parsed = parse_document(doc, kb.path)
+        if parsed.status != DocStatus.OK.value:
+            stats.failed.append({"path": doc.path, "error": parsed.error or "unknown error"})
+        else:
+            stats.parsed += 1
+        texts.append(
+            {
+                "doc_id": doc.doc_id, "path": doc.path, "format": doc.format,
+                "content_hash": doc.content_hash, "status": parsed.status, "error": parsed.error,
+                "text": parsed.text, "block_count": len(parsed.blocks), "image_count": len(parsed.images),
+            }
+        )
+        for b in parsed.blocks:
+            blocks.append(
+                {
+                    "doc_id": b.doc_id, "block_index": b.block_index, "block_type": b.block_type,
+                    "text": b.text, "start_offset": b.start_offset, "end_offset": b.end_offset,
+                    "level": b.level, "page_num": b.page_num, "section_path": b.section_path,
+                    "image_id": b.image_id, "metadata": _json(b.metadata),
+                }
+            )
+        for im in parsed.images:
+            images.append(
+                {
+                    "image_id": im.image_id, "doc_id": im.doc_id, "block_index": im.block_index,
+                    "page_num": im.page_num, "mime_type": im.mime_type, "path": im.path,
+                    "context_before": im.context_before, "context_after": im.context_after,
+                    "source_ref": im.source_ref,
+                }
+            )
+    return (
+        {
+            "blocks": _table(blocks, schemas.BLOCKS),
+            "texts": _table(texts, schemas.TEXTS),
+            "images": _table(images, schemas.IMAGES),
+        },
+        stats,
+    )
+
+
+def _blocks_by_doc(blocks: pa.Table) -> dict[str, list[Block]]:
+    out: dict[str, list[Block]] = {}
+    for r in blocks.to_pylist():
+        r["metadata"] = json.loads(r["metadata"] or "{}")
+        out.setdefault(r["doc_id"], []).append(Block(**r))
+    for bl in out.values():
+        bl.sort(key=lambda b: b.block_index)
+    return out
+
+
+class _Locator:
+    """Finds the block at a text offset: its index, page and section path."""
+
+    def __init__(self, blocks: Sequence[Block]) -> None:
+        self.blocks = list(blocks)
+        self.starts = [b.start_offset for b in self.blocks]
+
+    def at(self, offset: int) -> Block | None:
+        i = bisect_right(self.starts, offset) - 1
+        if i < 0:
+            return self.blocks[0] if self.blocks else None
+        return self.blocks[i]
+
+
+# --------------------------------------------------------------------------- chunking
+
+
+@dataclass
+class ChunkStats:
+    documents: int = 0
+    rows: int = 0
+    fallbacks: int = 0
+
+
+def _span_row(kb: str, version: str, doc: dict[str, Any], p: Piece, loc: _Locator, tokens: int, versions: dict[str, str]) -> dict[str, Any]:
+    block = loc.at(p.start)
+    section = p.section_path or (block.section_path if block else "")
+    return {
+        "kb": kb, "strategy_version": version, "doc_id": doc["doc_id"], "doc_path": doc["path"],
+        "text": p.text, "start_offset": p.start, "end_offset": p.end, "char_count": len(p.text),
+        "token_count": tokens, "section_path": section,
+        "page_num": block.page_num if block else None,
+        "block_index": p.block_index if p.block_index is not None else (block.block_index if block else None),
+        "strategy": p.strategy, "strategy_code_version": versions.get(p.strategy, ""),
+        "overlap_chars": p.overlap_chars, "derived": p.derived, "metadata": _json(p.metadata),
+    }
+
+
+def _versions(plan: Plan) -> dict[str, str]:
+    return {s.strategy: s.build().version for s in plan.parent + plan.child}
+
+
+def _ok_docs(parsed: dict[str, pa.Table]) -> list[dict[str, Any]]:
+    return [r for r in parsed["texts"].to_pylist() if r["status"] == DocStatus.OK.value]
+
+
+def build_parent_blocks(kb: KnowledgeBase, version: str, parsed: dict[str, pa.Table]) -> tuple[pa.Table, ChunkStats]:
+    """Run each document's parent pipeline (its plan: an override or the KB's)."""
+    counter = token_counter_for(kb.config.embedding.model)
+    blocks = _blocks_by_doc(parsed["blocks"])
+    rows: list[dict[str, Any]] = []
+    stats = ChunkStats()
+    for doc in _ok_docs(parsed):
+        plan, _ = kb.plan_for(doc["path"])
+        text = doc["text"]
+        doc_blocks = blocks.get(doc["doc_id"], [])
+        ctx = ChunkContext(text=text, token_counter=counter, blocks=doc_blocks)
+        whole = Piece(text=text, start=0, end=len(text))
+        pieces = run_steps(plan.parent, [whole], ctx) if plan.parent else cleanup([whole])
+        if not plan.parent:
+            pieces = [p if p.strategy else Piece(**{**_piece_dict(p), "strategy": "DOCUMENT"}) for p in pieces]
+        toks = counter.count_batch([p.text for p in pieces])
+        loc = _Locator(doc_blocks)
+        versions = _versions(plan)
+        for i, (p, t) in enumerate(zip(pieces, toks)):
+            row = _span_row(kb.name, version, doc, p, loc, t, versions)
+            row["parent_index"] = i
+            row["parent_id"] = _hid("parent", version, doc["doc_id"], i, p.start, p.end, text_hash(p.text))
+            row["content_hash"] = doc["content_hash"]
+            rows.append(row)
+        stats.documents += 1
+        stats.fallbacks += ctx.stats.get("fallbacks", 0)
+    stats.rows = len(rows)
+    return _table(rows, schemas.PARENT_BLOCKS), stats
+
+
+def _piece_dict(p: Piece) -> dict[str, Any]:
+    return {f: getattr(p, f) for f in p.__dataclass_fields__}
+
+
+def build_child_chunks(
+    kb: KnowledgeBase,
+    version: str,
+    parents: pa.Table,
+    parsed: dict[str, pa.Table],
+    image_pieces: dict[str, list[Piece]] | None = None,
+) -> tuple[pa.Table, ChunkStats]:
+    """Run the child pipeline over every parent; add image chunks at their position.
+
+    Children are numbered per document in reading order (by ``block_index``, then offset);
+    each points to the parent it lies in.
+    """
+    counter = token_counter_for(kb.config.embedding.model)
+    blocks = _blocks_by_doc(parsed["blocks"])
+    docs = {d["doc_id"]: d for d in _ok_docs(parsed)}
+    by_doc: dict[str, list[dict[str, Any]]] = {}
+    for r in parents.to_pylist():
+        by_doc.setdefault(r["doc_id"], []).append(r)
+    rows: list[dict[str, Any]] = []
+    stats = ChunkStats()
+    for doc_id, prow in by_doc.items():
+        doc = docs.get(doc_id)
+        if doc is None:
+            continue
+        prow.sort(key=lambda r: r["parent_index"])
+        plan, _ = kb.plan_for(doc["path"])
+        doc_blocks = blocks.get(doc_id, [])
+        ctx = ChunkContext(text=doc["text"], token_counter=counter, blocks=doc_blocks)
+        loc = _Locator(doc_blocks)
+        versions = _versions(plan)
+        items: list[tuple[Piece, dict[str, Any]]] = []
+        for pr in prow:
+            seed = Piece(text=pr["text"], start=pr["start_offset"], end=pr["end_offset"], section_path=pr["section_path"] or "")
+            for child in run_steps(plan.child, [seed], ctx):
+                items.append((child, pr))
+        for ip in (image_pieces or {}).get(doc_id, []):
+            # The parent block at the image's position (the first that contains it).
+            owner = next((pr for pr in prow if pr["start_offset"] <= ip.start < pr["end_offset"]), prow[-1])
+            items.append((ip, owner))
+        items.sort(key=lambda it: (_order_key(it[0], loc), it[0].start, it[0].end))
+        toks = counter.count_batch([p.text for p, _ in items])
+        for n, ((p, pr), t) in enumerate(zip(items, toks)):
+            row = _span_row(kb.name, version, doc, p, loc, t, versions)
+            th = text_hash(p.text)
+            row.update(
+                chunk_id=_hid("chunk", version, doc_id, n, p.start, p.end, th),
+                parent_id=pr["parent_id"], chunk_index=n, chunk_type=p.chunk_type,
+                image_id=(p.metadata or {}).get("image_id"), text_hash=th,
+            )
+            if row["section_path"] == "" and pr["section_path"]:
+                row["section_path"] = pr["section_path"]
+            rows.append(row)
+        stats.documents += 1
+        stats.fallbacks += ctx.stats.get("fallbacks", 0)
+    stats.rows = len(rows)
+    return _table(rows, schemas.CHILD_CHUNKS), stats
+
+
+def _order_key(p: Piece, loc: _Locator) -> int:
+    if p.block_index is not None:
+        return p.block_index
+    b = loc.at(p.start)
+    return b.block_index if b else 0
+
+
+# --------------------------------------------------------------------------- embeddings
+
+
+@dataclass
+class EmbedStats:
+    embedded: int = 0
+    reused: int = 0
+    dimension: int = 0
+
+
+def embed_chunks(children: pa.Table, model: str, *, batch_size: int, cache: EmbeddingCache | None) -> tuple[pa.Table, EmbedStats]:
+    embedder = load_embedder(model, batch_size)
+    texts = children.column("text").to_pylist()
+    vecs, embedded, reused = embed_with_cache(texts, embedder, cache)
+    dim = embedder.dimension
+    flat = pa.array(vecs.reshape(-1), type=pa.float32())
+    table = pa.table(
+        {
+            "chunk_id": children.column("chunk_id"),
+            "model": pa.array([model] * len(texts), pa.string()),
+            "text_hash": children.column("text_hash"),
+            "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
+        },
+        schema=schemas.embeddings_schema(dim),
+    )
+    return table, EmbedStats(embedded, reused, dim)
+
+
+def vectors_of(embeddings: pa.Table) -> np.ndarray:
+    col = embeddings.column("vector").combine_chunks()
+    dim = col.type.list_size
+    return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+
+
+def write_search_index(db_path: Path, kb: str, version: str, children: pa.Table, embeddings: pa.Table) -> int:
+    from corpus_pipeline.store.lance import write_search_table
+
+    if children.column("chunk_id").to_pylist() != embeddings.column("chunk_id").to_pylist():
+        # Align by id (they are produced in the same order, but never trust that silently).
+        order = {cid: i for i, cid in enumerate(embeddings.column("chunk_id").to_pylist())}
+        idx = [order[c] for c in children.column("chunk_id").to_pylist()]
+        embeddings = embeddings.take(idx)
+    return write_search_table(db_path, kb, version, children, vectors_of(embeddings))
+
+
+def failed_documents(parsed: dict[str, pa.Table]) -> list[dict[str, str]]:
+    return [
+        {"path": r["path"], "error": r["error"] or ""}
+        for r in parsed["texts"].to_pylist()
+        if r["status"] != DocStatus.OK.value
+    ]
+
+
+def iter_texts(parsed: dict[str, pa.Table]) -> Iterable[tuple[str, str]]:
+    for r in _ok_docs(parsed):
+        yield r["doc_id"], r["text"]

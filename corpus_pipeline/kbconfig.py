@@ -1,0 +1,212 @@
+"""``kb.yaml``: the one file a user writes per knowledge base, validated before any work.
+
+With no ``kb.yaml`` (or an empty one) every key takes its default. Unknown keys are errors
+naming the key and the file: a typo must never fall back silently to a default.
+
+    description: Operations runbooks for the trading platform
+    include: ["**/*"]            # globs, relative to the KB folder
+    exclude: ["drafts/**"]
+    max_file_mb: 20              # larger files are recorded as failed, not read
+    chunking:
+      plan: "PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE"   # or "auto"
+      parent: {RECURSIVE: {max_chars: 2200, overlap_chars: 180}}
+      child:  {RECURSIVE: {max_chars: 800, overlap_chars: 120}}
+      overrides:                 # per-document settings beat the KB's (first match wins)
+        - match: "contracts/**/*.pdf"
+          plan: "PARENT:RECURSIVE;CHILD:RECURSIVE"
+    embedding:
+      model: all-MiniLM-L6-v2    # the offline default, or a local sentence-transformers folder
+      batch_size: 32
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from corpus_pipeline.chunking.plan import DEFAULT_PLAN, Plan, build_plan
+from corpus_pipeline.errors import ConfigError
+from corpus_pipeline.paths import check_kb_name
+from corpus_pipeline.tokens import DEFAULT_MODEL
+
+StrategySettings = dict[str, dict[str, Any]]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OverrideConfig(_Strict):
+    match: str = Field(description="glob over the document's path relative to the KB folder")
+    plan: str | None = None
+    parent: StrategySettings | None = None
+    child: StrategySettings | None = None
+
+
+class ChunkingConfig(_Strict):
+    plan: str = DEFAULT_PLAN
+    parent: StrategySettings = Field(default_factory=dict)
+    child: StrategySettings = Field(default_factory=dict)
+    overrides: list[OverrideConfig] = Field(default_factory=list)
+
+
+class EmbeddingConfig(_Strict):
+    model: str = DEFAULT_MODEL
+    batch_size: int = Field(32, ge=1, le=1024)
+
+
+class VisionConfig(_Strict):
+    """Image description: a vision model behind an OpenAI-compatible endpoint, OCR fallback.
+
+    Unset ``base_url`` / ``model`` come from ``OPENAI_BASE_URL`` / ``CORPUS_VISION_MODEL``.
+    The API key is never written here: ``api_key_env`` names the variable that holds it.
+    """
+
+    enabled: bool = True
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    model: str | None = None
+    timeout_s: float = Field(60, gt=0, le=600)
+    max_retries: int = Field(2, ge=0, le=10)
+    ocr: bool = True
+    ocr_languages: str = Field("eng+chi_sim", pattern=r"^[a-z_]+(\+[a-z_]+)*$")
+    min_side_px: int = Field(16, ge=1, le=4096)
+
+
+class KBConfig(_Strict):
+    description: str = ""
+    include: list[str] = Field(default_factory=lambda: ["**/*"])
+    exclude: list[str] = Field(default_factory=list)
+    max_file_mb: float = Field(20, gt=0, le=2048)
+    chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    vision: VisionConfig = Field(default_factory=VisionConfig)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _globs(cls, v: list[str]) -> list[str]:
+        for g in v:
+            if not g or g.startswith("/") or ".." in Path(g).parts:
+                raise ValueError(f"glob {g!r} must be relative to the KB folder")
+        return v
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The allowed keys of the (nested) model at ``loc``, for error messages."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        current = next((a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if current is None:
+            return []
+    return list(getattr(current, "model_fields", {}))
+
+
+def _format_validation(exc: ValidationError, source: str) -> ConfigError:
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        key = ".".join(str(p) for p in loc)
+        if err["type"] == "extra_forbidden":
+            allowed = _fields_at(KBConfig, loc)
+            lines.append(f"{source}: unknown key {key!r}; allowed here: {', '.join(allowed)}.")
+        elif err["type"] == "missing":
+            lines.append(f"{source}: {key} is required.")
+        else:
+            lines.append(f"{source}: {key} = {err.get('input')!r}: {err['msg']}.")
+    return ConfigError("\n".join(lines))
+
+
+def load_kb_config(kb_dir: Path) -> KBConfig:
+    """Read and validate ``<kb_dir>/kb.yaml``; defaults when it is missing or empty."""
+    path = kb_dir / "kb.yaml"
+    if not path.exists():
+        return KBConfig()
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if raw is None:
+        return KBConfig()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(raw).__name__}.")
+    try:
+        return KBConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise _format_validation(exc, str(path)) from None
+
+
+@dataclass(frozen=True)
+class ResolvedOverride:
+    match: str
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    """A KB with its validated configuration and plans: everything chunking needs."""
+
+    name: str
+    path: Path
+    config: KBConfig
+    plan: Plan
+    overrides: tuple[ResolvedOverride, ...]
+
+    def plan_for(self, rel_path: str) -> tuple[Plan, str | None]:
+        """The plan for one document: the first matching override wins over the KB's."""
+        for ov in self.overrides:
+            if match_glob(rel_path, ov.match):
+                return ov.plan, ov.match
+        return self.plan, None
+
+
+def match_glob(rel_path: str, pattern: str) -> bool:
+    """Glob matching where ``**/`` also matches zero folders (``**/*.md`` matches ``a.md``)."""
+    if fnmatch.fnmatchcase(rel_path, pattern):
+        return True
+    if pattern.startswith("**/") and fnmatch.fnmatchcase(rel_path, pattern[3:]):
+        return True
+    return "/**/" in pattern and fnmatch.fnmatchcase(rel_path, pattern.replace("/**/", "/"))
+
+
+def resolve_kb(kb_dir: Path) -> KnowledgeBase:
+    """Load ``kb.yaml`` and build the KB's plans; raises ConfigError before any work."""
+    check_kb_name(kb_dir.name)
+    if not kb_dir.is_dir():
+        raise ConfigError(f"knowledge base folder {kb_dir} does not exist; create it under $CORPUS_HOME/kbs/.")
+    return kb_from_config(kb_dir, load_kb_config(kb_dir))
+
+
+def kb_from_config(kb_dir: Path, cfg: KBConfig) -> KnowledgeBase:
+    """Build a KB's plans from an already validated configuration."""
+    name = check_kb_name(kb_dir.name)
+    where = f"{kb_dir / 'kb.yaml'}: chunking"
+    ch = cfg.chunking
+    plan = build_plan(_plan_text(ch.plan, where), ch.parent, ch.child, where=where)
+    overrides = []
+    for i, ov in enumerate(ch.overrides):
+        w = f"{where}.overrides[{i}]"
+        snapshot = _plan_text(ov.plan, w) if ov.plan else plan.snapshot()
+        parent = {**ch.parent, **(ov.parent or {})}
+        child = {**ch.child, **(ov.child or {})}
+        overrides.append(ResolvedOverride(ov.match, build_plan(snapshot, parent, child, where=w)))
+    return KnowledgeBase(name, kb_dir, cfg, plan, tuple(overrides))
+
+
+def _plan_text(plan: str, where: str) -> str:
+    if plan.strip().lower() == "auto":
+        # "auto" picks a plan per document from its features (the recommender); until a
+        # document is seen, the KB-level plan is the seed's general-purpose default.
+        return DEFAULT_PLAN
+    return plan

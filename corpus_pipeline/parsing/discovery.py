@@ -1,0 +1,108 @@
+"""Discovery: which files of a KB folder are documents, their ids, hashes and formats.
+
+A document's ``doc_id`` depends only on the KB and its relative path, so an edited file
+keeps its id (its ``content_hash`` changes). The format is decided by content first
+(PDF and DOCX signatures, HTML markup), by extension second, so a PDF named ``.txt`` is
+read as a PDF and binary junk named ``.md`` is caught at parsing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpus_pipeline.kbconfig import KnowledgeBase, match_glob
+from corpus_pipeline.models import DocFormat, Document
+
+EXTENSIONS: dict[str, DocFormat] = {
+    ".md": DocFormat.MARKDOWN,
+    ".markdown": DocFormat.MARKDOWN,
+    ".mdx": DocFormat.MARKDOWN,
+    ".txt": DocFormat.TEXT,
+    ".text": DocFormat.TEXT,
+    ".html": DocFormat.HTML,
+    ".htm": DocFormat.HTML,
+    ".docx": DocFormat.DOCX,
+    ".pdf": DocFormat.PDF,
+}
+_IGNORED_NAMES = {"kb.yaml", "questions.jsonl"}
+
+
+@dataclass(frozen=True)
+class DiscoveredFile:
+    document: Document
+    error: str | None = None  # set when the file is refused before parsing (too large, ...)
+
+
+def doc_id_for(kb: str, rel_path: str) -> str:
+    return hashlib.sha256(f"{kb}/{rel_path}".encode()).hexdigest()[:16]
+
+
+def sniff_format(path: Path, head: bytes) -> DocFormat | None:
+    """The format by content, then by extension; None for unsupported files."""
+    if head.startswith(b"%PDF"):
+        return DocFormat.PDF
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(path) as zf:
+                if "word/document.xml" in zf.namelist():
+                    return DocFormat.DOCX
+        except (zipfile.BadZipFile, OSError):
+            pass
+        return EXTENSIONS.get(path.suffix.lower())
+    ext = EXTENSIONS.get(path.suffix.lower())
+    if ext in (DocFormat.TEXT, None):
+        low = head[:512].lstrip().lower()
+        if low.startswith((b"<!doctype html", b"<html")):
+            return DocFormat.HTML
+    return ext
+
+
+def _file_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def discover(kb: KnowledgeBase) -> list[DiscoveredFile]:
+    """Every supported file under the KB folder that ``include``/``exclude`` select, sorted."""
+    cfg = kb.config
+    limit = int(cfg.max_file_mb * 1024 * 1024)
+    out: list[DiscoveredFile] = []
+    for path in sorted(kb.path.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        rel = path.relative_to(kb.path).as_posix()
+        if rel in _IGNORED_NAMES or any(part.startswith(".") for part in Path(rel).parts):
+            continue
+        if not any(match_glob(rel, g) for g in cfg.include) or any(match_glob(rel, g) for g in cfg.exclude):
+            continue
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            head = f.read(4096)
+        fmt = sniff_format(path, head)
+        if fmt is None:
+            continue  # not a document (images, archives): images are read through their documents
+        plan, override = kb.plan_for(rel)
+        error = None
+        if size > limit:
+            error = (
+                f"file is {size / 1048576:.1f} MB, over the limit max_file_mb = {cfg.max_file_mb:g}; "
+                "raise max_file_mb in kb.yaml or split the file"
+            )
+        doc = Document(
+            kb=kb.name,
+            doc_id=doc_id_for(kb.name, rel),
+            path=rel,
+            format=fmt.value,
+            size_bytes=size,
+            content_hash=_file_hash(path),
+            plan=plan.snapshot(),
+            override=override,
+        )
+        out.append(DiscoveredFile(doc, error))
+    return out

@@ -1,0 +1,1 @@
+"""Storage: Parquet partitions (atomic) and the LanceDB search tables."""

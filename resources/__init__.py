@@ -1,0 +1,6 @@
+"""Dagster resources and the IO manager: thin wrappers over corpus_pipeline's clients."""
+
+from resources.corpus import CorpusResource
+from resources.io_manager import PartitionedParquetIOManager
+
+__all__ = ["CorpusResource", "PartitionedParquetIOManager"]
