@@ -1,18 +1,16 @@
-"""Jobs: one per partitioning (Dagster runs one partitions definition per run)."""
+"""Jobs: one per partitioning (Dagster runs one partitions definition per run; each job's
+partitioning is inferred from its assets)."""
 
 from dagster import AssetSelection, define_asset_job
 
-from assets.partitions import kb_partitions, kb_version_partitions
 
 parse_kb_job = define_asset_job(
     "parse_kb",
     selection=AssetSelection.assets("documents", "parsed_blocks", "image_descriptions"),
-    partitions_def=kb_partitions,
     description="Discover, parse and describe the images of one knowledge base.",
 )
 index_version_job = define_asset_job(
     "index_version",
     selection=AssetSelection.assets("parent_blocks", "child_chunks", "chunk_embeddings", "search_index"),
-    partitions_def=kb_version_partitions,
     description="Chunk, embed and index one knowledge base at one strategy version.",
 )

@@ -102,8 +102,9 @@ def load_version(versions_dir: Path, kb_dir: Path, version: str) -> KnowledgeBas
     kb = kb_from_config(kb_dir, KBConfig.model_validate(payload["config"]))
     if strategy_version(kb) != version:
         raise ConfigError(
-            f"{f}: its configuration now yields version {strategy_version(kb)!r}, not {version!r}: a "
-            "strategy's code version changed since. Index the KB again to register the new version."
+            f"{f}: the configuration registered as {version!r} now yields {strategy_version(kb)!r}: a "
+            "strategy's code version or defaults changed since. This version cannot be rebuilt; index "
+            "the KB again to register the current one."
         )
     return kb
 

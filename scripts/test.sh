@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Install everything the tests need (apt: tesseract, PostgreSQL; pip: .venv with the
+# project and test tools), start a throw-away PostgreSQL, and run the whole test suite.
+# Idempotent; arguments go to pytest (e.g. scripts/test.sh -k search).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/system-deps.sh
+scripts/install.sh dev
+eval "$(scripts/postgres.sh start)"
+trap 'scripts/postgres.sh stop "$PGDATA_TMP"' EXIT
+export DO_NOT_TRACK=1 HF_HUB_OFFLINE=1
+.venv/bin/python -m pytest "$@"

@@ -1,0 +1,87 @@
+"""Real Dagster runs of a tiny KB into a temporary CORPUS_HOME: Parquet partitions in
+hive folders, a LanceDB table with vectors and full-text search, idempotent re-runs."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from dagster import DagsterInstance, instance_for_test
+
+from assets.definitions import build_definitions
+from assets.runner import index_kb
+from corpus_pipeline.kbconfig import resolve_kb
+from corpus_pipeline.paths import Layout
+from corpus_pipeline.retrieval import search
+from corpus_pipeline.store.lance import open_search_table
+from corpus_pipeline.versioning import active_version, register_version
+
+pytestmark = pytest.mark.slow
+
+
+def _index(instance: DagsterInstance, layout: Layout):
+    kb = resolve_kb(layout.kb_dir("tiny"))
+    version = register_version(layout.versions, kb)
+    defs = build_definitions(str(layout.home))
+    return index_kb(defs, instance, layout, kb, version, say=lambda s: None), version
+
+
+def test_a_tiny_kb_is_indexed_end_to_end_and_a_rerun_duplicates_nothing(tiny_kb, corpus_home):
+    layout = Layout(corpus_home)
+    with instance_for_test() as instance:
+        summary, version = _index(instance, layout)
+        assert summary.status == "ok", summary.error
+        assert summary.documents == 2 and summary.failed_documents == []
+        assert summary.child_chunks > summary.parent_blocks >= 2
+        assert summary.embedded == summary.child_chunks and summary.reused == 0
+        assert active_version(layout.versions, "tiny") == version
+
+        # Hive-style partitions DuckDB can read directly.
+        part = layout.warehouse / "child_chunks" / "kb=tiny" / f"strategy_version={version}" / "data.parquet"
+        assert part.exists()
+        rows = duckdb.sql(
+            f"select kb, strategy_version, count(*) n, count(distinct chunk_id) ids "
+            f"from read_parquet('{layout.warehouse}/child_chunks/*/*/*.parquet', hive_partitioning=true) group by all"
+        ).fetchall()
+        assert rows == [("tiny", version, summary.child_chunks, summary.child_chunks)]
+
+        # Every child lies inside its parent and has exact offsets into the canonical text.
+        texts = {r["doc_id"]: r["text"] for r in duckdb.sql(
+            f"select doc_id, text from read_parquet('{layout.warehouse}/parsed_blocks/kb=tiny/texts.parquet')"
+        ).to_arrow_table().to_pylist()}
+        chunks = duckdb.sql(
+            f"select c.*, p.start_offset ps, p.end_offset pe from read_parquet('{part}') c "
+            f"join read_parquet('{layout.warehouse}/parent_blocks/*/*/*.parquet') p using (parent_id)"
+        ).to_arrow_table().to_pylist()
+        assert len(chunks) == summary.child_chunks
+        for c in chunks:
+            assert texts[c["doc_id"]][c["start_offset"]:c["end_offset"]] == c["text"]
+            assert c["ps"] <= c["start_offset"] < c["end_offset"] <= c["pe"]
+            assert c["char_count"] <= 120
+
+        tbl = open_search_table(layout.lancedb, "tiny", version)
+        assert tbl.count_rows() == summary.child_chunks
+        runs_before = len(instance.get_runs())
+
+        again, _ = _index(instance, layout)
+        assert again.status == "ok"
+        assert again.embedded == 0 and again.reused == summary.child_chunks  # the cache answers
+        assert open_search_table(layout.lancedb, "tiny", version).count_rows() == summary.child_chunks
+        assert len(instance.get_runs()) == runs_before + 2  # both runs are on the instance
+
+        hits = search(layout.lancedb, "tiny", version, "which port does the web console use", model="all-MiniLM-L6-v2")
+        assert "8443" in hits[0].text
+        hits = search(layout.lancedb, "tiny", version, "扩容", model="all-MiniLM-L6-v2")
+        assert any("16 个实例" in h.text and "keyword" in h.channels for h in hits)
+
+
+def test_a_bad_document_is_recorded_and_the_rest_is_indexed(tiny_kb, corpus_home):
+    (tiny_kb / "junk.md").write_bytes(b"\x00\x01\x02binary junk\x00" * 100)
+    (tiny_kb / "empty.txt").write_text("")
+    with instance_for_test() as instance:
+        summary, _ = _index(instance, Layout(corpus_home))
+    assert summary.status == "ok"
+    assert summary.documents == 4
+    failed = {f["path"]: f["error"] for f in summary.failed_documents}
+    assert set(failed) == {"junk.md", "empty.txt"}
+    assert "binary" in failed["junk.md"] and "empty" in failed["empty.txt"]
+    assert summary.child_chunks > 0

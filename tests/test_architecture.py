@@ -1,0 +1,54 @@
+"""The library stays free of Dagster: only assets/ and resources/ (and the CLI's index
+command, lazily) may import it."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+LIB = Path(__file__).resolve().parents[1] / "corpus_pipeline"
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_module_of_the_library_imports_dagster_at_top_level():
+    offenders = []
+    for path in LIB.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:  # module level only: the CLI imports the Dagster layer inside functions
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if any(m.split(".")[0] in {"dagster", "assets", "resources"} for m in mods):
+                    offenders.append(str(path.relative_to(LIB)))
+    assert offenders == []
+
+
+def test_only_the_cli_mentions_the_dagster_layer_at_all():
+    users = sorted(
+        str(p.relative_to(LIB))
+        for p in LIB.rglob("*.py")
+        if _imports(p) & {"dagster", "dagster_postgres", "assets", "resources"}
+    )
+    assert all(u.startswith("cli/") for u in users), users
+
+
+def test_importing_every_library_module_loads_no_dagster():
+    code = (
+        "import importlib, pkgutil, sys, corpus_pipeline\n"
+        "for m in pkgutil.walk_packages(corpus_pipeline.__path__, 'corpus_pipeline.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('dagster', 'assets', 'resources'))\n"
+        "print(bad); sys.exit(1 if bad else 0)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr

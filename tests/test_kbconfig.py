@@ -1,0 +1,128 @@
+"""kb.yaml: defaults, what is read, and errors that name the file, key and value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from corpus_pipeline.errors import ConfigError
+from corpus_pipeline.kbconfig import match_glob, resolve_kb
+
+
+def _kb(tmp_path: Path, yaml_text: str | None, name: str = "kb1") -> Path:
+    d = tmp_path / name
+    d.mkdir()
+    if yaml_text is not None:
+        (d / "kb.yaml").write_text(yaml_text, encoding="utf-8")
+    return d
+
+
+@pytest.mark.parametrize("yaml_text", [None, "", "# only a comment\n"])
+def test_missing_or_empty_kb_yaml_takes_every_default(tmp_path, yaml_text):
+    kb = resolve_kb(_kb(tmp_path, yaml_text))
+    assert kb.plan.snapshot() == "PARENT:RECURSIVE;CHILD:RECURSIVE"
+    parent, child = kb.plan.parent[0].config, kb.plan.child[0].config
+    assert (parent.max_chars, parent.overlap_chars) == (2200, 180)  # seed 003 parent defaults
+    assert (child.max_chars, child.overlap_chars) == (800, 120)
+    assert kb.config.embedding.model == "all-MiniLM-L6-v2"
+    assert kb.config.include == ["**/*"]
+
+
+def test_plan_and_per_strategy_settings_are_read(tmp_path):
+    kb = resolve_kb(
+        _kb(
+            tmp_path,
+            "chunking:\n"
+            "  plan: 'PARENT:2;CHILD:2'\n"
+            "  parent: {RECURSIVE: {max_chars: 3000, overlap_chars: 200}}\n"
+            "  child: {recursive: {max_chars: 500, overlap_chars: 50}}\n",
+        )
+    )
+    assert kb.plan.snapshot(numeric=True) == "PARENT:2;CHILD:2"
+    assert kb.plan.parent[0].config.max_chars == 3000
+    assert kb.plan.child[0].config.to_dict()["max_chars"] == 500
+
+
+def test_an_unknown_top_level_key_names_the_key_and_the_file(tmp_path):
+    d = _kb(tmp_path, "descripton: typo\n")
+    with pytest.raises(ConfigError, match=r"kb1/kb\.yaml: unknown key 'descripton'; allowed here: description"):
+        resolve_kb(d)
+
+
+def test_an_unknown_nested_key_names_its_full_path(tmp_path):
+    d = _kb(tmp_path, "chunking:\n  plann: 'PARENT:1;CHILD:2'\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'chunking\.plann'; allowed here: plan, parent, child, overrides"):
+        resolve_kb(d)
+
+
+def test_an_unknown_strategy_setting_is_refused_with_the_allowed_keys(tmp_path):
+    d = _kb(tmp_path, "chunking:\n  child: {RECURSIVE: {max_char: 500}}\n")
+    with pytest.raises(ConfigError, match=r"chunking\.child\.RECURSIVE: unknown key 'max_char'; allowed keys are: max_chars"):
+        resolve_kb(d)
+
+
+def test_an_out_of_range_value_names_key_value_and_range(tmp_path):
+    d = _kb(tmp_path, "chunking:\n  child: {RECURSIVE: {max_chars: 50}}\n")
+    with pytest.raises(ConfigError, match=r"chunking\.child\.RECURSIVE\.max_chars = 50 is out of range: allowed 100\.\.8000"):
+        resolve_kb(d)
+
+
+def test_overlap_over_half_the_size_is_refused(tmp_path):
+    d = _kb(tmp_path, "chunking:\n  child: {RECURSIVE: {max_chars: 400, overlap_chars: 300}}\n")
+    with pytest.raises(ConfigError, match=r"overlap_chars = 300 is more than half of max_chars = 400; allowed 0\.\.200"):
+        resolve_kb(d)
+
+
+def test_an_unknown_strategy_in_the_plan_lists_the_valid_ones(tmp_path):
+    d = _kb(tmp_path, "chunking:\n  plan: 'PARENT:RECURSIV;CHILD:RECURSIVE'\n")
+    with pytest.raises(ConfigError, match=r"unknown strategy 'RECURSIV'; valid strategies: .*RECURSIVE \(2\)"):
+        resolve_kb(d)
+
+
+def test_invalid_yaml_is_reported_with_the_file(tmp_path):
+    d = _kb(tmp_path, "chunking: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"kb1/kb\.yaml: not valid YAML"):
+        resolve_kb(d)
+
+
+def test_a_kb_folder_name_that_cannot_be_a_partition_key_is_refused(tmp_path):
+    d = _kb(tmp_path, None, name="My KB|2")
+    with pytest.raises(ConfigError, match=r"knowledge base name 'My KB\|2' is not allowed"):
+        resolve_kb(d)
+
+
+def test_document_overrides_beat_the_kb_plan_first_match_wins(tmp_path):
+    kb = resolve_kb(
+        _kb(
+            tmp_path,
+            "chunking:\n"
+            "  child: {RECURSIVE: {max_chars: 600, overlap_chars: 60}}\n"
+            "  overrides:\n"
+            "    - match: 'contracts/**/*.md'\n"
+            "      child: {RECURSIVE: {max_chars: 300, overlap_chars: 30}}\n"
+            "    - match: '**/*.md'\n"
+            "      plan: 'CHILD:RECURSIVE'\n",
+        )
+    )
+    plan, match = kb.plan_for("contracts/2024/a.md")
+    assert match == "contracts/**/*.md" and plan.child[0].config.max_chars == 300
+    plan, match = kb.plan_for("notes.md")
+    assert match == "**/*.md" and plan.parent == () and plan.child[0].config.max_chars == 600
+    plan, match = kb.plan_for("notes.txt")
+    assert match is None and plan.child[0].config.max_chars == 600
+
+
+@pytest.mark.parametrize(
+    "path, pattern, expected",
+    [
+        ("a.md", "**/*.md", True),
+        ("x/y/a.md", "**/*.md", True),
+        ("contracts/a.pdf", "contracts/**/*.pdf", True),
+        ("contracts/2024/a.pdf", "contracts/**/*.pdf", True),
+        ("other/a.pdf", "contracts/**/*.pdf", False),
+        ("a.txt", "*.md", False),
+    ],
+)
+def test_globs_match_like_gitignore_double_star(path, pattern, expected):
+    assert match_glob(path, pattern) is expected

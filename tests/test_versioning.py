@@ -1,0 +1,76 @@
+"""strategy_version: short, readable, stable, and changed by exactly what shapes chunks."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from corpus_pipeline.errors import ConfigError
+from corpus_pipeline.kbconfig import resolve_kb
+from corpus_pipeline.versioning import (
+    active_version,
+    known_versions,
+    load_version,
+    register_version,
+    set_active,
+    strategy_version,
+)
+
+
+def _version(tmp_path: Path, yaml_text: str, name: str = "kb") -> str:
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    (d / "kb.yaml").write_text(yaml_text, encoding="utf-8")
+    return strategy_version(resolve_kb(d))
+
+
+def test_the_default_version_is_readable_and_short(tmp_path):
+    v = _version(tmp_path, "")
+    assert re.fullmatch(r"p2-c2-[0-9a-f]{8}", v)
+
+
+def test_the_version_is_stable_across_calls_and_folders(tmp_path):
+    a = _version(tmp_path, "description: one\n", name="a")
+    b = _version(tmp_path, "description: two\ninclude: ['**/*.md']\n", name="b")
+    assert a == b  # description and include globs cannot change chunks
+
+
+@pytest.mark.parametrize(
+    "yaml_text",
+    [
+        "chunking: {child: {RECURSIVE: {max_chars: 700}}}\n",
+        "chunking: {plan: 'CHILD:RECURSIVE'}\n",
+        "chunking: {overrides: [{match: '*.md', child: {RECURSIVE: {max_chars: 500}}}]}\n",
+        "embedding: {model: /some/other/model}\n",
+    ],
+)
+def test_anything_that_can_change_chunks_changes_the_version(tmp_path, yaml_text):
+    assert _version(tmp_path, yaml_text, name="x") != _version(tmp_path, "", name="y")
+
+
+def test_registered_versions_reload_their_own_config_after_kb_yaml_changes(tmp_path):
+    versions = tmp_path / "versions"
+    d = tmp_path / "kb"
+    d.mkdir()
+    (d / "kb.yaml").write_text("chunking: {child: {RECURSIVE: {max_chars: 700}}}\n")
+    old = register_version(versions, resolve_kb(d))
+    (d / "kb.yaml").write_text("chunking: {child: {RECURSIVE: {max_chars: 500}}}\n")
+    new = register_version(versions, resolve_kb(d))
+    assert old != new and known_versions(versions, "kb") == sorted([old, new])
+    assert load_version(versions, d, old).plan.child[0].config.max_chars == 700
+    with pytest.raises(ConfigError, match=r"'nope' is not a version of knowledge base 'kb'"):
+        load_version(versions, d, "nope")
+
+
+def test_the_active_version_is_switched_only_to_a_registered_one(tmp_path):
+    versions = tmp_path / "versions"
+    d = tmp_path / "kb"
+    d.mkdir()
+    v = register_version(versions, resolve_kb(d))
+    assert active_version(versions, "kb") is None
+    set_active(versions, "kb", v)
+    assert active_version(versions, "kb") == v
+    with pytest.raises(ConfigError, match="is not a registered version"):
+        set_active(versions, "kb", "p9-c9-00000000")
