@@ -41,7 +41,12 @@ class PartitionedParquetIOManager(ConfigurableIOManager):
     def handle_output(self, context: OutputContext, obj) -> None:
         if obj is None:
             return
-        files = write_partition(self._path(context), obj)
+        manifest = {
+            "asset": context.asset_key.to_user_string(),
+            "partition": str(context.asset_partition_key),
+            "run_id": context.run_id,
+        }
+        files = write_partition(self._path(context), obj, manifest)
         context.add_output_metadata({"path": str(self._path(context)), "files": [f.name for f in files]})
 
     def load_input(self, context: InputContext):

@@ -8,9 +8,11 @@ then replaces the old one with two renames.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
@@ -22,8 +24,17 @@ from corpus_pipeline.errors import StoreError
 DEFAULT_NAME = "data"
 
 
-def write_partition(folder: Path, tables: pa.Table | Mapping[str, pa.Table]) -> list[Path]:
-    """Replace ``folder`` with the given table(s); returns the written file paths."""
+MANIFEST = "_manifest.json"
+
+
+def write_partition(
+    folder: Path, tables: pa.Table | Mapping[str, pa.Table], manifest: Mapping[str, object] | None = None
+) -> list[Path]:
+    """Replace ``folder`` with the given table(s); returns the written file paths.
+
+    ``manifest`` (for example the Dagster run id that wrote it) is stored beside the
+    tables as ``_manifest.json`` with the row counts and the time, for lineage.
+    """
     if isinstance(tables, pa.Table):
         tables = {DEFAULT_NAME: tables}
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -32,6 +43,12 @@ def write_partition(folder: Path, tables: pa.Table | Mapping[str, pa.Table]) -> 
     try:
         for name, table in tables.items():
             pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
+        info = {
+            **dict(manifest or {}),
+            "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "rows": {name: t.num_rows for name, t in tables.items()},
+        }
+        (tmp / MANIFEST).write_text(json.dumps(info, indent=2, sort_keys=True, default=str), encoding="utf-8")
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
@@ -74,3 +91,9 @@ def _recover(folder: Path) -> None:
     olds = sorted(folder.parent.glob(f".old-{folder.name}-*"), key=lambda p: p.stat().st_mtime)
     if olds:
         os.rename(olds[-1], folder)
+
+
+def read_manifest(folder: Path) -> dict[str, object]:
+    """What wrote a partition (run id, asset, partition, time, rows); {} if unknown."""
+    f = folder / MANIFEST
+    return json.loads(f.read_text(encoding="utf-8")) if f.exists() else {}
