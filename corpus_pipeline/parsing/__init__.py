@@ -3,4 +3,8 @@
 from corpus_pipeline.parsing.discovery import DiscoveredFile, discover
 from corpus_pipeline.parsing.parse import parse_document
 
-__all__ = ["DiscoveredFile", "discover", "parse_document"]
+#: Bump when the parsers' output for the same file can change: parsed documents are
+#: reused across runs only while their content hash and this version are unchanged.
+PARSER_VERSION = "1"
+
+__all__ = ["PARSER_VERSION", "DiscoveredFile", "discover", "parse_document"]

@@ -1,0 +1,129 @@
+"""The vision model behind an OpenAI-compatible chat endpoint (vLLM, Ollama, llama.cpp, OpenAI).
+
+One call per image: the image goes as a ``data:`` URL ``image_url`` part with the text of
+the document around it, and the model is asked for a JSON object::
+
+    {"description": "...", "keywords": ["..."], "image_type": "IMAGE" | "TABLE_IMAGE",
+     "embedding_text": "..."}
+
+The answer is parsed leniently (code fences and text around the object are tolerated)
+and validated strictly (a description is required; an unknown image type is an error).
+Every failure is raised as ``ModelError``; the caller decides the fallback.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from corpus_pipeline.errors import ModelError
+from corpus_pipeline.vision.settings import VisionSettings
+
+PROMPT_VERSION = "1"  # part of the cache key: bump when the prompt or parsing changes
+
+SYSTEM_PROMPT = (
+    "You describe images from technical documents for a search index. Answer with one JSON "
+    'object only: {"description": string, "keywords": [string], "image_type": "IMAGE" or '
+    '"TABLE_IMAGE", "embedding_text": string}. Use TABLE_IMAGE when the image is mainly a '
+    "table. Transcribe important visible text (labels, numbers, table cells). Write in the "
+    "language of the surrounding document text."
+)
+
+
+@dataclass(frozen=True)
+class VisionAnswer:
+    description: str
+    keywords: tuple[str, ...]
+    image_type: str
+    embedding_text: str
+
+
+class VisionClient(Protocol):
+    """Anything that can describe one image: the OpenAI-compatible client, or a test fake."""
+
+    model: str
+
+    def describe(self, image: bytes, mime_type: str, context: str) -> VisionAnswer: ...
+
+
+def parse_answer(content: str) -> VisionAnswer:
+    """The model's JSON answer, validated; ModelError with the reason otherwise."""
+    text = content.strip()
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
+    if fenced:
+        text = fenced.group(1).strip()
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        raise ModelError(f"the vision model did not answer with a JSON object: {content[:200]!r}")
+    try:
+        obj = json.loads(text[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"the vision model's JSON is malformed ({exc}): {content[:200]!r}") from exc
+    if not isinstance(obj, dict):
+        raise ModelError("the vision model's answer is not a JSON object")
+    description = str(obj.get("description") or "").strip()
+    if not description:
+        raise ModelError("the vision model's answer has no description")
+    image_type = str(obj.get("image_type") or "IMAGE").strip().upper()
+    if image_type in ("TABLE", "TABLEIMAGE"):
+        image_type = "TABLE_IMAGE"
+    if image_type not in ("IMAGE", "TABLE_IMAGE"):
+        raise ModelError(f"the vision model gave image_type {image_type!r}; expected IMAGE or TABLE_IMAGE")
+    raw_keywords = obj.get("keywords") or []
+    if isinstance(raw_keywords, str):
+        raw_keywords = re.split(r"[,，;；]", raw_keywords)
+    keywords = tuple(k for k in (str(x).strip() for x in raw_keywords) if k)
+    embedding_text = str(obj.get("embedding_text") or "").strip() or description
+    return VisionAnswer(description, keywords, image_type, embedding_text)
+
+
+class OpenAIVisionClient:
+    """``VisionClient`` over the ``openai`` package with a configurable ``base_url``."""
+
+    def __init__(self, settings: VisionSettings) -> None:
+        if not settings.model:
+            raise ModelError("no vision model configured: set vision.model in kb.yaml or CORPUS_VISION_MODEL")
+        from openai import OpenAI
+
+        self.model = settings.model
+        self._client = OpenAI(
+            base_url=settings.base_url,
+            # Local servers (vLLM, Ollama) accept any key; the openai package insists on one.
+            api_key=settings.api_key or "not-needed",
+            timeout=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
+
+    def describe(self, image: bytes, mime_type: str, context: str) -> VisionAnswer:
+        import openai
+
+        url = f"data:{mime_type};base64,{base64.b64encode(image).decode('ascii')}"
+        user: list[dict[str, Any]] = [
+            {"type": "text", "text": f"Text around the image in the document:\n{context[:1500]}" if context
+             else "Describe this image."},
+            {"type": "image_url", "image_url": {"url": url}},
+        ]
+        try:
+            response = self._client.chat.completions.create(
+                model=self.model,
+                messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
+                response_format={"type": "json_object"},
+                temperature=0,
+            )
+        except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
+            raise ModelError(f"vision call failed: {type(exc).__name__}: {_safe(str(exc))}") from exc
+        except (ValueError, KeyError) as exc:  # a body the client cannot read
+            raise ModelError(f"vision call returned an unreadable response: {exc}") from exc
+        try:
+            content = response.choices[0].message.content or ""
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise ModelError(f"vision call returned no message: {exc}") from exc
+        return parse_answer(content)
+
+
+def _safe(message: str) -> str:
+    """An error message without anything that looks like a bearer token or API key."""
+    return re.sub(r"(sk-|Bearer\s+)[A-Za-z0-9_\-\.]{6,}", r"\1***", message)[:500]

@@ -1,0 +1,1 @@
+"""Tests of corpus_pipeline.parsing (a package so that ``tests/`` is on sys.path for ``support``)."""

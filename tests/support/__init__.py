@@ -1,0 +1,1 @@
+"""Test helpers shared across test folders (a local OpenAI-compatible server, ...)."""
