@@ -12,6 +12,7 @@ Every id is deterministic (same input and version -> same id) so re-runs are ide
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from bisect import bisect_right
@@ -75,30 +76,69 @@ def documents_from_table(table: pa.Table) -> list[tuple[Document, str | None]]:
 
 @dataclass
 class ParseStats:
-    parsed: int = 0
+    parsed: int = 0  # documents parsed in this run
+    reused: int = 0  # documents whose previous parse was kept (same content hash and parser)
     failed: list[dict[str, str]] = field(default_factory=list)
 
 
-def parse_documents(kb: KnowledgeBase, documents: pa.Table) -> tuple[dict[str, pa.Table], ParseStats]:
-    """Parse every document; failures are rows with ``status=FAILED`` and the error."""
+def _rows_by_doc(table: pa.Table | None) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    if table is not None:
+        for r in table.to_pylist():
+            out.setdefault(r["doc_id"], []).append(r)
+    return out
+
+
+def parse_documents(
+    kb: KnowledgeBase,
+    documents: pa.Table,
+    previous: dict[str, pa.Table] | None = None,
+    *,
+    images_dir: Path | None = None,
+) -> tuple[dict[str, pa.Table], ParseStats]:
+    """Parse every document; failures are rows with ``status=FAILED`` and the error.
+
+    With ``previous`` (this partition's last output), a document whose content hash and
+    parser version are unchanged is not parsed again: its rows are carried over.
+    """
+    from corpus_pipeline.parsing import PARSER_VERSION
+
+    prev_texts = {r["doc_id"]: r for r in previous["texts"].to_pylist()} if previous and "texts" in previous else {}
+    prev_blocks = _rows_by_doc(previous.get("blocks")) if previous else {}
+    prev_images = _rows_by_doc(previous.get("images")) if previous else {}
     blocks: list[dict[str, Any]] = []
     texts: list[dict[str, Any]] = []
     images: list[dict[str, Any]] = []
     stats = ParseStats()
     for doc, refused in documents_from_table(documents):
+        old = prev_texts.get(doc.doc_id)
+        if (
+            old is not None
+            and old["content_hash"] == doc.content_hash
+            and old.get("parser_version") == PARSER_VERSION
+            and old["path"] == doc.path
+            and not refused
+        ):
+            texts.append(old)
+            blocks.extend(prev_blocks.get(doc.doc_id, []))
+            images.extend(prev_images.get(doc.doc_id, []))
+            stats.reused += 1
+            if old["status"] != DocStatus.OK.value:
+                stats.failed.append({"path": doc.path, "error": old["error"] or "unknown error"})
+            continue
         if refused:
             parsed = ParsedDocument(doc.doc_id, DocStatus.FAILED.value, error=refused)
         else:
-            parsed = parse_document(doc, kb.path)
+            parsed = parse_document(doc, kb.path, images_dir=images_dir)
+        stats.parsed += 1
         if parsed.status != DocStatus.OK.value:
             stats.failed.append({"path": doc.path, "error": parsed.error or "unknown error"})
-        else:
-            stats.parsed += 1
         texts.append(
             {
                 "doc_id": doc.doc_id, "path": doc.path, "format": doc.format,
                 "content_hash": doc.content_hash, "status": parsed.status, "error": parsed.error,
                 "text": parsed.text, "block_count": len(parsed.blocks), "image_count": len(parsed.images),
+                "parser_version": PARSER_VERSION,
             }
         )
         for b in parsed.blocks:
@@ -114,7 +154,8 @@ def parse_documents(kb: KnowledgeBase, documents: pa.Table) -> tuple[dict[str, p
             images.append(
                 {
                     "image_id": im.image_id, "doc_id": im.doc_id, "block_index": im.block_index,
-                    "page_num": im.page_num, "mime_type": im.mime_type, "path": im.path,
+                    "page_num": im.page_num, "mime_type": im.mime_type, "width": im.width,
+                    "height": im.height, "path": im.path,
                     "context_before": im.context_before, "context_after": im.context_after,
                     "source_ref": im.source_ref,
                 }
@@ -153,12 +194,60 @@ class _Locator:
         return self.blocks[i]
 
 
+# --------------------------------------------------------------------------- images
+
+
+@dataclass
+class DescribeStats:
+    images: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+
+
+def describe_kb_images(kb: KnowledgeBase, parsed: dict[str, pa.Table], cache_dir: Path | None) -> tuple[pa.Table, DescribeStats]:
+    """Describe every extracted image (vision model, OCR fallback, or skipped with why).
+    Results are cached by image hash, so unchanged images cost nothing on a re-run."""
+    from corpus_pipeline.models import ExtractedImage
+    from corpus_pipeline.vision import describe_images, vision_settings
+
+    images = [ExtractedImage(**r) for r in parsed["images"].to_pylist()]
+    descs = describe_images(images, vision_settings(kb.config.vision), cache_dir) if images else []
+    rows = []
+    stats = DescribeStats(images=len(images))
+    for d in descs:
+        stats.by_status[d.status] = stats.by_status.get(d.status, 0) + 1
+        rows.append(
+            {
+                "image_id": d.image_id, "doc_id": d.doc_id, "block_index": d.block_index, "page_num": d.page_num,
+                "status": d.status, "image_type": d.image_type, "description": d.description,
+                "keywords": list(d.keywords), "embedding_text": d.embedding_text, "ocr_text": d.ocr_text,
+                "degraded": d.degraded, "degrade_reason": d.degrade_reason, "skip_reason": d.skip_reason,
+                "model": d.model, "error": d.error, "metadata": _json(d.metadata),
+            }
+        )
+    return _table(rows, schemas.IMAGE_DESCRIPTIONS), stats
+
+
+def image_pieces_by_doc(descriptions: pa.Table, parsed: dict[str, pa.Table]) -> dict[str, list[Piece]]:
+    """IMAGE / TABLE_IMAGE pieces per document, placed at their image block."""
+    from corpus_pipeline.models import ImageDescription
+    from corpus_pipeline.vision import image_pieces
+
+    blocks = _blocks_by_doc(parsed["blocks"])
+    by_doc: dict[str, list[ImageDescription]] = {}
+    for r in descriptions.to_pylist():
+        r["keywords"] = tuple(r["keywords"] or ())
+        r["metadata"] = json.loads(r["metadata"] or "{}")
+        by_doc.setdefault(r["doc_id"], []).append(ImageDescription(**r))
+    return {doc_id: image_pieces(descs, blocks.get(doc_id, [])) for doc_id, descs in by_doc.items()}
+
+
 # --------------------------------------------------------------------------- chunking
 
 
 @dataclass
 class ChunkStats:
-    documents: int = 0
+    documents: int = 0  # documents chunked in this run
+    reused: int = 0  # documents whose previous rows were kept
     rows: int = 0
     fallbacks: int = 0
 
@@ -185,21 +274,34 @@ def _ok_docs(parsed: dict[str, pa.Table]) -> list[dict[str, Any]]:
     return [r for r in parsed["texts"].to_pylist() if r["status"] == DocStatus.OK.value]
 
 
-def build_parent_blocks(kb: KnowledgeBase, version: str, parsed: dict[str, pa.Table]) -> tuple[pa.Table, ChunkStats]:
-    """Run each document's parent pipeline (its plan: an override or the KB's)."""
+def build_parent_blocks(
+    kb: KnowledgeBase, version: str, parsed: dict[str, pa.Table], previous: pa.Table | None = None
+) -> tuple[pa.Table, ChunkStats]:
+    """Run each document's parent pipeline (its plan: an override or the KB's).
+
+    With ``previous`` (this partition's last output; same version, so same settings), a
+    document whose content hash is unchanged keeps its parent rows.
+    """
     counter = token_counter_for(kb.config.embedding.model)
     blocks = _blocks_by_doc(parsed["blocks"])
+    prev = _rows_by_doc(previous)
     rows: list[dict[str, Any]] = []
     stats = ChunkStats()
     for doc in _ok_docs(parsed):
+        old = prev.get(doc["doc_id"])
+        if old and all(r["content_hash"] == doc["content_hash"] and r["doc_path"] == doc["path"] for r in old):
+            rows.extend(sorted(old, key=lambda r: r["parent_index"]))
+            stats.reused += 1
+            continue
         plan, _ = kb.plan_for(doc["path"])
         text = doc["text"]
         doc_blocks = blocks.get(doc["doc_id"], [])
         ctx = ChunkContext(text=text, token_counter=counter, blocks=doc_blocks)
         whole = Piece(text=text, start=0, end=len(text))
-        pieces = run_steps(plan.parent, [whole], ctx) if plan.parent else cleanup([whole])
-        if not plan.parent:
-            pieces = [p if p.strategy else Piece(**{**_piece_dict(p), "strategy": "DOCUMENT"}) for p in pieces]
+        if plan.parent:
+            pieces = run_steps(plan.parent, [whole], ctx)
+        else:  # a CHILD-only plan: the whole document is the one parent
+            pieces = [dataclasses.replace(p, strategy="DOCUMENT") for p in cleanup([whole])]
         toks = counter.count_batch([p.text for p in pieces])
         loc = _Locator(doc_blocks)
         versions = _versions(plan)
@@ -215,8 +317,13 @@ def build_parent_blocks(kb: KnowledgeBase, version: str, parsed: dict[str, pa.Ta
     return _table(rows, schemas.PARENT_BLOCKS), stats
 
 
-def _piece_dict(p: Piece) -> dict[str, Any]:
-    return {f: getattr(p, f) for f in p.__dataclass_fields__}
+def _doc_fingerprint(parent_ids: Iterable[str], image_pieces: Sequence[Piece]) -> str:
+    h = hashlib.sha256()
+    for pid in parent_ids:
+        h.update(pid.encode())
+    for p in image_pieces:
+        h.update(b"\x1e" + p.text.encode() + _json(p.metadata).encode() + str((p.start, p.end, p.chunk_type)).encode())
+    return h.hexdigest()[:24]
 
 
 def build_child_chunks(
@@ -225,18 +332,21 @@ def build_child_chunks(
     parents: pa.Table,
     parsed: dict[str, pa.Table],
     image_pieces: dict[str, list[Piece]] | None = None,
+    previous: pa.Table | None = None,
 ) -> tuple[pa.Table, ChunkStats]:
     """Run the child pipeline over every parent; add image chunks at their position.
 
-    Children are numbered per document in reading order (by ``block_index``, then offset);
-    each points to the parent it lies in.
+    Children are numbered per document in reading order (images placed by their offset);
+    each points to the parent it lies in. A document whose parents and image descriptions
+    are unchanged since ``previous`` keeps its child rows.
     """
+    from corpus_pipeline.vision import merge_in_reading_order, parent_at
+
     counter = token_counter_for(kb.config.embedding.model)
     blocks = _blocks_by_doc(parsed["blocks"])
     docs = {d["doc_id"]: d for d in _ok_docs(parsed)}
-    by_doc: dict[str, list[dict[str, Any]]] = {}
-    for r in parents.to_pylist():
-        by_doc.setdefault(r["doc_id"], []).append(r)
+    by_doc = _rows_by_doc(parents)
+    prev = _rows_by_doc(previous)
     rows: list[dict[str, Any]] = []
     stats = ChunkStats()
     for doc_id, prow in by_doc.items():
@@ -244,6 +354,13 @@ def build_child_chunks(
         if doc is None:
             continue
         prow.sort(key=lambda r: r["parent_index"])
+        doc_images = (image_pieces or {}).get(doc_id, [])
+        fingerprint = _doc_fingerprint((r["parent_id"] for r in prow), doc_images)
+        old = prev.get(doc_id)
+        if old and all(r.get("doc_fingerprint") == fingerprint for r in old):
+            rows.extend(sorted(old, key=lambda r: r["chunk_index"]))
+            stats.reused += 1
+            continue
         plan, _ = kb.plan_for(doc["path"])
         doc_blocks = blocks.get(doc_id, [])
         ctx = ChunkContext(text=doc["text"], token_counter=counter, blocks=doc_blocks)
@@ -254,11 +371,14 @@ def build_child_chunks(
             seed = Piece(text=pr["text"], start=pr["start_offset"], end=pr["end_offset"], section_path=pr["section_path"] or "")
             for child in run_steps(plan.child, [seed], ctx):
                 items.append((child, pr))
-        for ip in (image_pieces or {}).get(doc_id, []):
-            # The parent block at the image's position (the first that contains it).
-            owner = next((pr for pr in prow if pr["start_offset"] <= ip.start < pr["end_offset"]), prow[-1])
-            items.append((ip, owner))
-        items.sort(key=lambda it: (_order_key(it[0], loc), it[0].start, it[0].end))
+        if doc_images:
+            # Seed 000 §6.3: image chunks join the text chunks in reading order; each belongs
+            # to the parent block at its position.
+            owner = {id(p): pr for p, pr in items}
+            merged = merge_in_reading_order([p for p, _ in items], doc_images)
+            items = [
+                (p, owner.get(id(p)) or prow[parent_at(p.start, _Spans(prow)) or 0]) for p in merged
+            ]
         toks = counter.count_batch([p.text for p, _ in items])
         for n, ((p, pr), t) in enumerate(zip(items, toks)):
             row = _span_row(kb.name, version, doc, p, loc, t, versions)
@@ -266,7 +386,7 @@ def build_child_chunks(
             row.update(
                 chunk_id=_hid("chunk", version, doc_id, n, p.start, p.end, th),
                 parent_id=pr["parent_id"], chunk_index=n, chunk_type=p.chunk_type,
-                image_id=(p.metadata or {}).get("image_id"), text_hash=th,
+                image_id=(p.metadata or {}).get("image_id"), text_hash=th, doc_fingerprint=fingerprint,
             )
             if row["section_path"] == "" and pr["section_path"]:
                 row["section_path"] = pr["section_path"]
@@ -277,11 +397,17 @@ def build_child_chunks(
     return _table(rows, schemas.CHILD_CHUNKS), stats
 
 
-def _order_key(p: Piece, loc: _Locator) -> int:
-    if p.block_index is not None:
-        return p.block_index
-    b = loc.at(p.start)
-    return b.block_index if b else 0
+class _Spans(list):
+    """Parent rows seen as objects with start_offset / end_offset (for ``parent_at``)."""
+
+    def __init__(self, rows: Sequence[dict[str, Any]]) -> None:
+        super().__init__(_Span(r["start_offset"], r["end_offset"]) for r in rows)
+
+
+@dataclass(frozen=True)
+class _Span:
+    start_offset: int
+    end_offset: int
 
 
 # --------------------------------------------------------------------------- embeddings
@@ -340,3 +466,15 @@ def failed_documents(parsed: dict[str, pa.Table]) -> list[dict[str, str]]:
 def iter_texts(parsed: dict[str, pa.Table]) -> Iterable[tuple[str, str]]:
     for r in _ok_docs(parsed):
         yield r["doc_id"], r["text"]
+
+
+def table_fingerprint(table: pa.Table, columns: Sequence[str]) -> str:
+    """A short hash of some columns of a table, for Dagster data versions: it changes
+    exactly when those columns' contents change (row order included)."""
+    h = hashlib.sha256()
+    for col in columns:
+        for v in table.column(col).to_pylist():
+            h.update(str(v).encode())
+            h.update(b"\x1f")
+        h.update(b"\x1e")
+    return h.hexdigest()[:16]

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from corpus_pipeline.chunking.plan import DEFAULT_PLAN, Plan, build_plan
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.paths import check_kb_name
+from corpus_pipeline.quality.config import QualityConfig
 from corpus_pipeline.tokens import DEFAULT_MODEL
 
 StrategySettings = dict[str, dict[str, Any]]
@@ -78,6 +79,32 @@ class VisionConfig(_Strict):
     min_side_px: int = Field(16, ge=1, le=4096)
 
 
+class SearchConfig(_Strict):
+    """``search:`` — hybrid search and parent elevation (seed 003 §6-7; see
+    ``corpus_pipeline.retrieval.settings``). Not part of the strategy version."""
+
+    vector_top_k: int = Field(8, ge=0, le=1000)
+    keyword_top_k: int = Field(8, ge=0, le=1000)
+    min_vector_similarity: float = Field(0.45, ge=-1.0, le=1.0)
+    keyword_relative_score_floor: float = Field(0.35, ge=0.0, le=1.0)
+    rrf_k: int = Field(60, ge=0, le=10_000)
+    candidate_top_k: int = Field(10, ge=1, le=1000)
+    final_top_k: int = Field(5, ge=1, le=1000)
+    extra_hit_boost: float = Field(0.12, ge=0.0, le=10.0)
+    max_extra_hits: int = Field(3, ge=0, le=100)
+    multi_channel_boost: float = Field(0.10, ge=0.0, le=10.0)
+    parent_evidence_max_chars: int = Field(2200, ge=1, le=10_000_000)
+    total_evidence_max_chars: int = Field(5200, ge=1, le=100_000_000)
+    hit_preview_chars: int = Field(140, ge=0, le=100_000)
+
+
+class RetentionConfig(_Strict):
+    """``retention:`` — how many strategy versions of the KB are kept (the active one
+    always is); older ones are retired, Parquet and LanceDB alike. Not part of the version."""
+
+    keep_versions: int = Field(2, ge=1, le=100)
+
+
 class KBConfig(_Strict):
     description: str = ""
     include: list[str] = Field(default_factory=lambda: ["**/*"])
@@ -85,7 +112,10 @@ class KBConfig(_Strict):
     max_file_mb: float = Field(20, gt=0, le=2048)
     chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     vision: VisionConfig = Field(default_factory=VisionConfig)
+    quality: QualityConfig = Field(default_factory=QualityConfig)  # judges chunks; not in strategy_version
+    search: SearchConfig = Field(default_factory=SearchConfig)
 
     @field_validator("include", "exclude")
     @classmethod

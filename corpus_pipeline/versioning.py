@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,7 @@ def register_version(versions_dir: Path, kb: KnowledgeBase) -> str:
         payload = {
             "kb": kb.name,
             "strategy_version": version,
+            "registered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "config": kb.config.model_dump(mode="json"),
             "inputs": version_inputs(kb),
         }
@@ -127,3 +130,49 @@ def set_active(versions_dir: Path, kb: str, version: str) -> None:
     tmp = f.with_suffix(".tmp")
     tmp.write_text(version + "\n", encoding="utf-8")
     tmp.replace(f)
+
+
+
+def version_info(versions_dir: Path, kb: str, version: str) -> dict[str, Any]:
+    f = _version_file(versions_dir, kb, version)
+    try:
+        return json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def versions_by_age(versions_dir: Path, kb: str) -> list[str]:
+    """Registered versions, newest first."""
+    vs = known_versions(versions_dir, kb)
+    return sorted(vs, key=lambda v: (version_info(versions_dir, kb, v).get("registered_at", ""), v), reverse=True)
+
+
+def versions_to_retire(versions_dir: Path, kb: str, keep: int) -> list[str]:
+    """Versions beyond the ``keep`` newest, never the active one."""
+    active = active_version(versions_dir, kb)
+    kept = [v for v in versions_by_age(versions_dir, kb) if v == active]
+    out = []
+    for v in versions_by_age(versions_dir, kb):
+        if v == active:
+            continue
+        if len(kept) < keep:
+            kept.append(v)
+        else:
+            out.append(v)
+    return out
+
+
+VERSIONED_ASSETS = ("parent_blocks", "child_chunks", "chunk_embeddings", "retrieval_eval")
+
+
+def retire_version(warehouse: Path, versions_dir: Path, kb: str, version: str) -> None:
+    """Delete a version's Parquet partitions, LanceDB table, state and registration."""
+    from corpus_pipeline.store.lance import drop_search_table
+
+    if version == active_version(versions_dir, kb):
+        raise ConfigError(f"{version!r} is the active version of {kb!r}; activate another one before retiring it")
+    for asset in VERSIONED_ASSETS:
+        shutil.rmtree(warehouse / asset / f"kb={kb}" / f"strategy_version={version}", ignore_errors=True)
+    drop_search_table(warehouse / "lancedb", kb, version)
+    (warehouse / "state" / kb / f"index-{version}.json").unlink(missing_ok=True)
+    _version_file(versions_dir, kb, version).unlink(missing_ok=True)

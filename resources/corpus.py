@@ -33,5 +33,15 @@ class CorpusResource(ConfigurableResource):
             return kb
         return load_version(self.layout.versions, self.layout.kb_dir(name), version)
 
+    def previous(self, asset: str, kb: str, version: str | None = None):
+        """The last materialized output of a partition, or None (first run, or unreadable)."""
+        from corpus_pipeline.errors import StoreError
+        from corpus_pipeline.store.parquet import read_partition
+
+        try:
+            return read_partition(self.layout.partition_dir(asset, kb, version))
+        except (StoreError, OSError, ValueError):
+            return None
+
     def embedding_cache(self) -> EmbeddingCache:
         return EmbeddingCache(self.layout.cache / "embeddings.sqlite")

@@ -16,6 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("index", help="index knowledge bases (all under $CORPUS_HOME/kbs by default)")
     p.add_argument("--kb", action="append", default=[], metavar="NAME", help="a KB to index (repeatable)")
     p.add_argument("--json", action="store_true", help="print a JSON list of per-KB summaries")
+    p.add_argument("--force", action="store_true", help="re-run every partition even if nothing changed")
     p.set_defaults(func=run)
     u = sub.add_parser("ui", help="start the Dagster UI (webserver) on this CORPUS_HOME's instance")
     u.add_argument("--port", type=int, default=3000)
@@ -38,16 +39,18 @@ def run(args: argparse.Namespace) -> int:
 
     from assets.runner import index_kbs  # Dagster is imported only here
 
-    summaries = index_kbs(layout, planned)
+    summaries = index_kbs(layout, planned, force=args.force)
     if args.json:
         print_json([s.to_dict() for s in summaries])
     else:
         for s in summaries:
-            mark = "ok" if s.status == "ok" else "FAILED"
+            mark = "up to date" if s.up_to_date else ("ok" if s.status == "ok" else "FAILED")
             print(
                 f"{s.kb} @ {s.strategy_version}: {mark} — {s.documents} documents "
-                f"({len(s.failed_documents)} failed), {s.parent_blocks} parent blocks, "
-                f"{s.child_chunks} child chunks, {s.embedded} embedded, {s.reused} reused, {s.seconds}s"
+                f"({s.documents_parsed} parsed, {s.documents_reused} reused, {len(s.failed_documents)} failed), "
+                f"{s.parent_blocks} parent blocks, {s.child_chunks} child chunks "
+                f"({s.documents_chunked} documents re-chunked), {s.embedded} embedded, {s.reused} reused, "
+                f"{s.seconds}s; active: {s.active_version}"
             )
             for f in s.failed_documents:
                 print(f"    failed: {f['path']}: {f['error']}")

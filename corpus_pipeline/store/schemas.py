@@ -49,6 +49,7 @@ TEXTS = pa.schema(
         ("text", pa.large_string()),
         ("block_count", pa.int32()),
         ("image_count", pa.int32()),
+        ("parser_version", pa.string()),
     ]
 )
 
@@ -59,6 +60,8 @@ IMAGES = pa.schema(
         ("block_index", pa.int32()),
         ("page_num", pa.int32()),
         ("mime_type", pa.string()),
+        ("width", pa.int32()),
+        ("height", pa.int32()),
         ("path", pa.string()),
         ("context_before", pa.string()),
         ("context_after", pa.string()),
@@ -80,7 +83,9 @@ IMAGE_DESCRIPTIONS = pa.schema(
         ("ocr_text", pa.string()),
         ("degraded", pa.bool_()),
         ("degrade_reason", pa.string()),
+        ("skip_reason", pa.string()),
         ("model", pa.string()),
+        ("error", pa.string()),  # the vision call's error, when it failed (key masked)
         ("metadata", pa.string()),  # JSON
     ]
 )
@@ -118,6 +123,8 @@ CHILD_CHUNKS = pa.schema(
         *_SPAN,
         ("image_id", pa.string()),
         ("text_hash", pa.string()),
+        # hash of the document's parent ids and image descriptions: equal -> children reusable
+        ("doc_fingerprint", pa.string()),
     ]
 )
 

@@ -18,11 +18,11 @@ from corpus_pipeline.versioning import active_version, register_version
 pytestmark = pytest.mark.slow
 
 
-def _index(instance: DagsterInstance, layout: Layout):
+def _index(instance: DagsterInstance, layout: Layout, force: bool = False):
     kb = resolve_kb(layout.kb_dir("tiny"))
     version = register_version(layout.versions, kb)
     defs = build_definitions(str(layout.home))
-    return index_kb(defs, instance, layout, kb, version, say=lambda s: None), version
+    return index_kb(defs, instance, layout, kb, version, say=lambda s: None, force=force), version
 
 
 def test_a_tiny_kb_is_indexed_end_to_end_and_a_rerun_duplicates_nothing(tiny_kb, corpus_home):
@@ -62,9 +62,15 @@ def test_a_tiny_kb_is_indexed_end_to_end_and_a_rerun_duplicates_nothing(tiny_kb,
         assert tbl.count_rows() == summary.child_chunks
         runs_before = len(instance.get_runs())
 
-        again, _ = _index(instance, layout)
-        assert again.status == "ok"
-        assert again.embedded == 0 and again.reused == summary.child_chunks  # the cache answers
+        again, _ = _index(instance, layout)  # nothing changed: no run at all
+        assert again.up_to_date and again.partitions_run == [] and again.runs == []
+        assert (again.documents, again.child_chunks, again.reused) == (2, summary.child_chunks, summary.child_chunks)
+        assert len(instance.get_runs()) == runs_before
+
+        forced, _ = _index(instance, layout, force=True)  # re-run everything: same rows, no duplicates
+        assert forced.status == "ok" and len(forced.runs) == 2
+        assert (forced.documents_parsed, forced.documents_reused) == (0, 2)
+        assert forced.embedded == 0 and forced.reused == summary.child_chunks  # the cache answers
         assert open_search_table(layout.lancedb, "tiny", version).count_rows() == summary.child_chunks
         assert len(instance.get_runs()) == runs_before + 2  # both runs are on the instance
 

@@ -1,0 +1,119 @@
+"""What is stale: whether a KB must be parsed again, and whether a version must be rebuilt.
+
+Shared by ``corpus index`` and the Dagster sensor, so both redo exactly the same work.
+
+- The *parse fingerprint* of a KB is a hash of every document's (id, path, content hash)
+  with the parser version and the settings that shape parsing (include/exclude globs,
+  size limit, vision settings). The last parse chain writes it to
+  ``warehouse/state/<kb>/parse.json`` when it finishes.
+- A version's index state (``state/<kb>/index-<version>.json``) records the parse
+  fingerprint it was built from; the version is stale when that differs from the KB's
+  current parse fingerprint, or when its search table is missing.
+
+Discovery hashes file contents (streamed, fast), so an edited file with an unchanged
+modification time is still seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from corpus_pipeline.kbconfig import KnowledgeBase
+from corpus_pipeline.paths import Layout
+
+# Settings that do not shape parsing (they shape chunks, versions, search or checks).
+_NOT_PARSING = ("description", "chunking", "embedding", "search", "quality", "retention", "llm")
+
+
+def parse_config_fingerprint(kb: KnowledgeBase) -> str:
+    cfg = {k: v for k, v in kb.config.model_dump(mode="json").items() if k not in _NOT_PARSING}
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def parse_fingerprint(kb: KnowledgeBase, docs: pa.Table) -> str:
+    """From a ``documents`` table or a parsed ``texts`` table (same id/path/hash columns)."""
+    from corpus_pipeline.parsing import PARSER_VERSION
+
+    h = hashlib.sha256(f"{PARSER_VERSION}|{parse_config_fingerprint(kb)}".encode())
+    rows = sorted(zip(docs.column("doc_id").to_pylist(), docs.column("path").to_pylist(), docs.column("content_hash").to_pylist()))
+    for row in rows:
+        h.update("\x1f".join(row).encode() + b"\x1e")
+    return h.hexdigest()[:16]
+
+
+def _state_dir(layout: Layout, kb: str) -> Path:
+    return layout.warehouse / "state" / kb
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)
+
+
+def record_parsed(layout: Layout, kb: str, fingerprint: str) -> None:
+    _write(_state_dir(layout, kb) / "parse.json", {"fingerprint": fingerprint})
+
+
+def last_parsed(layout: Layout, kb: str) -> str | None:
+    return _read(_state_dir(layout, kb) / "parse.json").get("fingerprint")
+
+
+def record_indexed(layout: Layout, kb: str, version: str) -> None:
+    """The version was just rebuilt from the KB's last parse."""
+    _write(_state_dir(layout, kb) / f"index-{version}.json", {"parse_fingerprint": last_parsed(layout, kb)})
+
+
+def forget_version(layout: Layout, kb: str, version: str) -> None:
+    (_state_dir(layout, kb) / f"index-{version}.json").unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Freshness:
+    kb: str
+    version: str
+    parse_fingerprint: str
+    parse_needed: bool
+    index_needed: bool
+    reason: str
+
+    @property
+    def up_to_date(self) -> bool:
+        return not (self.parse_needed or self.index_needed)
+
+
+def check(layout: Layout, kb: KnowledgeBase, version: str, documents: pa.Table) -> Freshness:
+    """Compare the KB as discovered now (``documents``) with what was last built."""
+    from corpus_pipeline.store.lance import list_table_names, connect, table_name
+
+    fp = parse_fingerprint(kb, documents)
+    last = last_parsed(layout, kb.name)
+    parse_needed = last != fp
+    built_from = _read(_state_dir(layout, kb.name) / f"index-{version}.json").get("parse_fingerprint")
+    has_table = layout.lancedb.exists() and table_name(kb.name, version) in list_table_names(connect(layout.lancedb))
+    index_needed = parse_needed or built_from != fp or not has_table
+    if last is None:
+        reason = "never parsed"
+    elif parse_needed:
+        reason = "documents or parsing settings changed"
+    elif built_from is None or not has_table:
+        reason = f"version {version} not built yet"
+    elif built_from != fp:
+        reason = f"version {version} was built from an older parse"
+    else:
+        reason = "nothing changed"
+    return Freshness(kb.name, version, fp, parse_needed, index_needed, reason)
