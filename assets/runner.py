@@ -181,3 +181,17 @@ def index_kbs(
     defs = build_definitions(str(layout.home))
     kwargs = {"say": say} if say else {}
     return [index_kb(defs, instance, layout, kb, version, force=force, **kwargs) for kb, version in kbs]
+
+
+def backfill_strategy(
+    layout: Layout,
+    kbs: list[KnowledgeBase],
+    strategy: str,
+    say: Callable[[str], None] | None = None,
+) -> list[KBIndexSummary]:
+    """After a strategy's code version changed: materialize the new version of exactly the
+    KBs whose plans use it (their other partitions and other KBs are left alone)."""
+    from corpus_pipeline.versioning import register_version, uses_strategy
+
+    chosen = [(kb, register_version(layout.versions, kb)) for kb in kbs if uses_strategy(kb, strategy)]
+    return index_kbs(layout, chosen, say)

@@ -176,3 +176,9 @@ def retire_version(warehouse: Path, versions_dir: Path, kb: str, version: str) -
     drop_search_table(warehouse / "lancedb", kb, version)
     (warehouse / "state" / kb / f"index-{version}.json").unlink(missing_ok=True)
     _version_file(versions_dir, kb, version).unlink(missing_ok=True)
+
+
+def uses_strategy(kb: KnowledgeBase, strategy: str) -> bool:
+    """Whether the KB's plan or any of its per-document overrides runs ``strategy``."""
+    name = registry.get(strategy).name
+    return any(name in p.strategies for p in [kb.plan, *(o.plan for o in kb.overrides)])

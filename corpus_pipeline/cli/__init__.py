@@ -23,7 +23,11 @@ from corpus_pipeline.errors import ConfigError, CorpusError
 _COMMAND_MODULES = (
     "corpus_pipeline.cli.index",
     "corpus_pipeline.cli.search",
+    "corpus_pipeline.cli.versions",
+    "corpus_pipeline.cli.evaluate",
     "corpus_pipeline.cli.chunking",
+    "corpus_pipeline.cli.stats",
+    "corpus_pipeline.cli.lineage",
 )
 
 

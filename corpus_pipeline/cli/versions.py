@@ -1,0 +1,117 @@
+"""``corpus versions`` and ``corpus activate``: a KB's strategy versions, and rollback.
+
+Search reads a KB's *active* version. ``corpus index`` activates a new version only after
+it was built and its blocking checks passed; ``corpus activate`` switches back (or
+forward) to any version that is built, with no downtime: nothing is rebuilt.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+
+from corpus_pipeline.errors import ConfigError
+from corpus_pipeline.kbconfig import resolve_kb
+from corpus_pipeline.paths import Layout, check_kb_name
+from corpus_pipeline.store.lance import connect, list_table_names, table_name
+from corpus_pipeline.store.parquet import read_manifest
+from corpus_pipeline.versioning import active_version, set_active, strategy_version, version_info, versions_by_age
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("versions", help="list a KB's strategy versions: counts, age, which is active")
+    p.add_argument("--kb", required=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_versions)
+    a = sub.add_parser("activate", help="make a built version the one search reads (rollback)")
+    a.add_argument("--kb", required=True)
+    a.add_argument("version")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=run_activate)
+
+
+def _age(ts: str | None) -> str:
+    if not ts:
+        return "?"
+    secs = (datetime.now(timezone.utc) - datetime.fromisoformat(ts)).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{int(secs // size)}{unit}"
+    return f"{int(secs)}s"
+
+
+def list_versions(layout: Layout, kb: str) -> list[dict]:
+    check_kb_name(kb)
+    active = active_version(layout.versions, kb)
+    try:
+        current = strategy_version(resolve_kb(layout.kb_dir(kb)))
+    except ConfigError:
+        current = None
+    tables = set(list_table_names(connect(layout.lancedb))) if layout.lancedb.exists() else set()
+    out = []
+    for v in versions_by_age(layout.versions, kb):
+        info = version_info(layout.versions, kb, v)
+        rows = {
+            asset: (read_manifest(layout.partition_dir(asset, kb, v)).get("rows") or {}).get("data")
+            for asset in ("parent_blocks", "child_chunks")
+        }
+        built_at = read_manifest(layout.partition_dir("child_chunks", kb, v)).get("written_at")
+        out.append(
+            {
+                "kb": kb,
+                "strategy_version": v,
+                "active": v == active,
+                "current": v == current,
+                "built": table_name(kb, v) in tables,
+                "plan": ((info.get("inputs") or {}).get("plan") or {}).get("snapshot"),
+                "registered_at": info.get("registered_at"),
+                "built_at": built_at,
+                "age": _age(info.get("registered_at")),
+                "parent_blocks": rows["parent_blocks"],
+                "child_chunks": rows["child_chunks"],
+            }
+        )
+    return out
+
+
+def run_versions(args: argparse.Namespace) -> int:
+    from corpus_pipeline.cli import print_json
+
+    layout = Layout.from_env()
+    rows = list_versions(layout, args.kb)
+    if args.json:
+        print_json(rows)
+        return 0
+    if not rows:
+        print(f"{args.kb}: no versions yet; run `corpus index --kb {args.kb}`")
+        return 0
+    print(f"{'':2}{'version':<24}{'plan':<40}{'parents':>8}{'chunks':>8}{'age':>6}  state")
+    for r in rows:
+        state = ", ".join(s for s, on in (("active", r["active"]), ("current config", r["current"]), ("built", r["built"])) if on)
+        print(
+            f"{'*' if r['active'] else ' ':2}{r['strategy_version']:<24}{(r['plan'] or '?'):<40}"
+            f"{r['parent_blocks'] if r['parent_blocks'] is not None else '-':>8}"
+            f"{r['child_chunks'] if r['child_chunks'] is not None else '-':>8}{r['age']:>6}  {state}"
+        )
+    return 0
+
+
+def run_activate(args: argparse.Namespace) -> int:
+    from corpus_pipeline.cli import print_json
+
+    layout = Layout.from_env()
+    rows = {r["strategy_version"]: r for r in list_versions(layout, args.kb)}
+    r = rows.get(args.version)
+    if r is None:
+        raise ConfigError(
+            f"{args.version!r} is not a version of {args.kb!r}; known: {', '.join(rows) or 'none'} (see `corpus versions --kb {args.kb}`)"
+        )
+    if not r["built"]:
+        raise ConfigError(f"version {args.version!r} of {args.kb!r} has no search table; build it first with `corpus index`")
+    before = active_version(layout.versions, args.kb)
+    set_active(layout.versions, args.kb, args.version)
+    if args.json:
+        print_json({"kb": args.kb, "active": args.version, "previous": before})
+    else:
+        print(f"{args.kb}: active version {before} -> {args.version}")
+    return 0
