@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--dry-run", action="store_true", help="list the partitions that would be built, build nothing")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=run_backfill)
-    u = sub.add_parser("ui", help="start the Dagster UI (webserver) on this CORPUS_HOME's instance")
+    u = sub.add_parser(
+        "ui", help="start Dagster (webserver + daemon for the sensor and schedule) on this CORPUS_HOME's instance"
+    )
     u.add_argument("--port", type=int, default=3000)
     u.add_argument("--host", default="127.0.0.1")
     u.set_defaults(func=run_ui)
@@ -111,8 +113,11 @@ def run_ui(args: argparse.Namespace) -> int:
 
     from corpus_pipeline.instance import prepare_dagster_home
 
-    home = prepare_dagster_home(Layout.from_env())
+    layout = Layout.from_env()
+    os.environ["CORPUS_HOME"] = str(layout.home)  # absolute: the code server runs in the repo folder
+    home = prepare_dagster_home(layout)
     repo = Path(__file__).resolve().parents[2]
     print(f"DAGSTER_HOME={home}; open http://{args.host}:{args.port}", file=sys.stderr)
-    cmd = [sys.executable, "-m", "dagster_webserver", "-h", args.host, "-p", str(args.port), "-w", str(repo / "workspace.yaml")]
+    dagster = Path(sys.executable).with_name("dagster")
+    cmd = [str(dagster), "dev", "-h", args.host, "-p", str(args.port), "-w", str(repo / "workspace.yaml")]
     return subprocess.call(cmd, cwd=repo, env=os.environ.copy())
