@@ -455,19 +455,6 @@ def write_search_index(db_path: Path, kb: str, version: str, children: pa.Table,
     return write_search_table(db_path, kb, version, children, vectors_of(embeddings))
 
 
-def failed_documents(parsed: dict[str, pa.Table]) -> list[dict[str, str]]:
-    return [
-        {"path": r["path"], "error": r["error"] or ""}
-        for r in parsed["texts"].to_pylist()
-        if r["status"] != DocStatus.OK.value
-    ]
-
-
-def iter_texts(parsed: dict[str, pa.Table]) -> Iterable[tuple[str, str]]:
-    for r in _ok_docs(parsed):
-        yield r["doc_id"], r["text"]
-
-
 def table_fingerprint(table: pa.Table, columns: Sequence[str]) -> str:
     """A short hash of some columns of a table, for Dagster data versions: it changes
     exactly when those columns' contents change (row order included)."""
