@@ -10,7 +10,8 @@ follow seed 003: the first step of a pipeline is PRIMARY; a later RECURSIVE or
 SLIDING_WINDOW step is the FALLBACK that guarantees the size; any other later step
 OPTIMIZEs. Settings per strategy and pipeline come from ``kb.yaml``
 (``chunking.parent.RECURSIVE.max_chars``); the parent pipeline starts from seed 003's
-parent defaults (RECURSIVE 2200/180, SEMANTIC 480..1600, LLM 3500).
+parent defaults (RECURSIVE 2200/180, SEMANTIC 480..1600, LLM 3500 with a 480..1600 fallback,
+STRUCTURE's RECURSIVE fallback 2200/180).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ PARENT_DEFAULTS: dict[str, dict[str, Any]] = {
     "RECURSIVE": {"max_chars": 2200, "overlap_chars": 180},
     "SLIDING_WINDOW": {"chunk_size": 2200, "chunk_overlap": 180},
     "SEMANTIC": {"min_chars": 480, "max_chars": 1600},
-    "LLM": {"llm_max_chars": 3500},
+    "LLM": {"llm_max_chars": 3500, "fallback_min_chars": 480, "fallback_max_chars": 1600},
+    "STRUCTURE": {"fallback_max_chars": 2200, "fallback_overlap_chars": 180},
 }
 _SIZE_GUARDS = ("RECURSIVE", "SLIDING_WINDOW")
 

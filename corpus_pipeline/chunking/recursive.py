@@ -1,25 +1,35 @@
 """RECURSIVE: paragraph -> line -> sentence -> word -> fixed window, merged up to the size.
 
-Seed 002's ``recursiveSplit`` / ``mergeAndSplit`` / ``applyOverlap``, on spans:
+Seed 002's ``recursiveSplit`` / ``mergeAndSplit`` / ``applyOverlap``, computed in one
+forward pass over spans of the source (offsets are never searched for afterwards):
 
 1. A span within the size is kept whole.
-2. Otherwise it is cut at the coarsest boundary that exists in it (blank lines, then line
-   breaks, then sentence ends in Chinese or English, then spaces), and neighbouring parts
-   are merged greedily while they fit; a part still too large recurses one level finer.
-   The last resort is a fixed window (the seed's), which only text with none of those
-   boundaries ever reaches (a long run of CJK without punctuation, a base64 blob).
-3. Each chunk after the first is prefixed with the end of the previous one (the overlap).
-   The overlap starts at a sentence start when there is one inside it (seed 001's
-   alignment), else at a word start; the size limit always includes the overlap.
+2. Otherwise each chunk takes as much text as fits (``max`` includes the overlap) and ends
+   at the coarsest boundary inside that window: a blank line; else a line break that ends
+   a sentence or precedes a Markdown block (list item, heading, table row, quote, fence);
+   else a sentence end (Chinese or English, see ``text``); else any line break; else a
+   space. Merging neighbours greedily while they fit and cutting at the last coarse
+   boundary are the same thing; doing it as a cut search makes the work proportional to
+   the number of chunks, not of paragraphs.
+3. A coarse boundary that would leave a chunk under a quarter of the window is passed
+   over for a finer one further on (so a heading is not left alone in a chunk when the
+   paragraph after it is long); it is used when nothing finer exists.
+4. Only text with none of those boundaries (a long CJK run without punctuation, a base64
+   blob) is cut at a fixed position; such chunks carry ``metadata["hard_cut"] = True``.
+5. Each chunk after the first starts with an overlap taken from the end of the previous
+   one: from the first sentence start inside the overlap window (seed 001's alignment,
+   which the seed applied only in the window's latter half and lost whenever the chunk
+   ended with "。"), else from a word start, else (CJK) where the window begins.
 
 Sizes are in characters or in tokens of the KB's embedding model (``size_unit``); in
-tokens, every measurement is a binary search over one tokenization of the document.
+tokens every measurement is a binary search over one tokenization of the document.
+Bounds: every chunk is within ``max`` (overlap included). In tokens, a ``hard_cut`` chunk
+that splits a word may count a token or two more when re-tokenized on its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy, sub_piece
@@ -29,12 +39,13 @@ from corpus_pipeline.chunking.sizes import SizeMeter
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.models import Piece
 
-_LEVELS: tuple[tuple[str, Callable[[str, int, int], list[tx.Span]]], ...] = (
-    ("paragraph", tx.paragraphs),
-    ("line", tx.lines),
-    ("sentence", tx.sentences),
-    ("word", tx.words),
-)
+_PARA_SEP = tx._PARA_SEP
+_SENT_END = tx._SENT_END
+_WS = tx._WS_SET
+_LINE_END_OK = frozenset("。！？；….!?;:：\"'”’」』）)]】》〉")
+_BLOCK_START = frozenset("-*+>#|`~")
+_HSPACE = frozenset(" \t\r\f\v\u3000")
+_MIN_FILL = 4  # a coarse cut must fill at least 1/_MIN_FILL of the window
 
 
 @dataclass(frozen=True)
@@ -50,7 +61,7 @@ class RecursiveConfig(StrategyConfig):
         240, ge=16, le=8192, doc="largest chunk in tokens when size_unit is 'tokens', overlap included"
     )
     overlap_tokens: int = param(
-        32, ge=0, le=4096, doc="tokens repeated from the previous chunk when size_unit is 'tokens'"
+        32, ge=0, le=4096, doc="tokens repeated from the previous chunk when size_unit is 'tokens' (at most half)"
     )
 
     def check(self) -> None:
@@ -74,58 +85,63 @@ class RecursiveConfig(StrategyConfig):
         return self.overlap_tokens if self.size_unit == "tokens" else self.overlap_chars
 
 
-def split_spans(text: str, start: int, end: int, meter: SizeMeter, budget: int) -> list[tuple[int, int, bool]]:
-    """Cut ``text[start:end]`` into spans each of at most ``budget`` (no overlap).
+def _line_break_ok(text: str, nl: int, lo: int) -> bool:
+    """Whether the line break at ``nl`` is a natural cut: the line before it ends a
+    sentence, or the line after it starts a Markdown block."""
+    i = nl - 1
+    while i > lo and text[i] in " \t\r":
+        i -= 1
+    if text[i] in _LINE_END_OK:
+        return True
+    j = nl + 1
+    n = len(text)
+    while j < n and text[j] in " \t":
+        j += 1
+    if j >= n:
+        return True
+    c = text[j]
+    if c in _BLOCK_START:
+        return True
+    if c.isdigit():
+        k = j
+        while k < n and text[k].isdigit():
+            k += 1
+        return k < n and text[k] in ".)、"
+    return False
 
-    Returns ``(start, end, hard_cut)`` triples; ``hard_cut`` marks fixed-window spans.
-    """
-    out: list[tuple[int, int, bool]] = []
-    cur_s = cur_e = -1
 
-    def flush() -> None:
-        nonlocal cur_s, cur_e
-        if cur_s >= 0:
-            out.append((cur_s, cur_e, False))
-            cur_s = cur_e = -1
-
-    def add(a: int, b: int) -> None:
-        nonlocal cur_s, cur_e
-        if cur_s < 0:
-            cur_s, cur_e = a, b
-        elif meter.measure(cur_s, b) <= budget:
-            cur_e = b
-        else:
-            flush()
-            cur_s, cur_e = a, b
-
-    def walk(a: int, b: int, level: int) -> None:
-        if meter.measure(a, b) <= budget:
-            add(a, b)
-            return
-        parts: list[tx.Span] = []
-        while level < len(_LEVELS):
-            parts = _LEVELS[level][1](text, a, b)
-            level += 1
-            if len(parts) > 1:
-                break
-        if len(parts) <= 1:
-            flush()
-            pos = a
-            while pos < b:
-                nxt = meter.advance(pos, b, budget)
-                s, e = tx.trim(text, pos, nxt)
-                if e > s:
-                    out.append((s, e, True))
-                pos = nxt
-            return
-        for pa, pb in parts:
-            walk(pa, pb, level)
-
-    s, e = tx.trim(text, start, end)
-    if e > s:
-        walk(s, e, 0)
-        flush()
-    return out
+def _find_cut(text: str, own: int, lo: int, hi: int, end: int) -> tuple[int, int]:
+    """The best cut ``c`` with ``lo < c <= hi`` (a chunk ends at ``c``), and its level:
+    0 blank line, 1 natural line break, 2 sentence end, 3 line break, 4 space; (-1, 5)
+    when there is none."""
+    rfind = text.rfind
+    hspace = _HSPACE
+    first_ok = first_any = -1
+    nl = rfind("\n", lo + 1, hi + 1)
+    while nl > lo:
+        j = nl - 1
+        while j > lo and text[j] in hspace:
+            j -= 1
+        if text[j] == "\n":  # a blank line: the last paragraph boundary in the window
+            if j > lo:
+                return j, 0
+            break
+        if first_any < 0:
+            first_any = nl
+        if first_ok < 0 and _line_break_ok(text, nl, own):
+            first_ok = nl
+        nl = rfind("\n", lo + 1, nl)
+    if first_ok > 0:
+        return first_ok, 1
+    se = tx.last_sentence_end(text, lo, hi, min(end, hi + 8))
+    if se > 0:
+        return se, 2
+    if first_any > 0:
+        return first_any, 3
+    sp = max(rfind(" ", lo + 1, hi + 1), rfind("\t", lo + 1, hi + 1), rfind("\u3000", lo + 1, hi + 1))
+    if sp > lo:
+        return sp, 4
+    return -1, 5
 
 
 def overlap_start(text: str, prev_start: int, prev_end: int, room: int, meter: SizeMeter) -> int:
@@ -137,38 +153,126 @@ def overlap_start(text: str, prev_start: int, prev_end: int, room: int, meter: S
     """
     if room <= 0:
         return prev_end
-    p0 = meter.retreat(prev_start, prev_end, room)
+    p0 = max(prev_start, prev_end - room) if meter.unit == "chars" else meter.retreat(prev_start, prev_end, room)
     if p0 >= prev_end:
         return prev_end
-    if p0 == prev_start or text[p0 - 1] in tx._WS:
-        return tx.trim(text, p0, prev_end)[0]
-    for s in tx.sentence_starts(text, p0, prev_end):
+    if p0 <= prev_start:
+        return prev_start
+    # A sentence end just before p0 makes p0 itself a sentence start: search from a little
+    # before it, keeping only starts at or after p0.
+    ws = _WS
+    accepts = tx._accepts
+    search = _SENT_END.search
+    m = search(text, max(prev_start, p0 - 3), prev_end)
+    while m is not None:
+        s = m.end()
+        while s < prev_end and text[s] in ws:
+            s += 1
+        if s >= prev_end:
+            break
+        if s >= p0 and accepts(text, m):
+            return s
+        m = search(text, m.end(), prev_end)
+    c = text[p0]
+    if c in _WS:
+        s = tx.skip_ws(text, p0, prev_end)
         return s
-    if text[p0].isascii() and text[p0].isalnum():
+    if text[p0 - 1] in _WS:
+        return p0
+    if c.isascii():
         i = p0
-        while i < prev_end and text[i] not in tx._WS:
+        while i < prev_end and text[i] not in _WS:
             i += 1
-        s, _ = tx.trim(text, i, prev_end)
-        return s if s < prev_end else prev_end
+        return tx.skip_ws(text, i, prev_end)
     return p0
 
 
-def with_overlap(
-    text: str, spans: list[tuple[int, int, bool]], meter: SizeMeter, limit: int, overlap: int
+def cut_spans(
+    text: str, start: int, end: int, meter: SizeMeter, limit: int, overlap: int = 0
 ) -> list[tuple[int, int, int, bool]]:
-    """``(start, end, overlap_chars, hard_cut)``: each span after the first extended
-    backwards into its predecessor, the whole staying within ``limit``."""
+    """Cut ``text[start:end]`` into chunks of at most ``limit`` (overlap included).
+
+    Returns ``(chunk_start, chunk_end, overlap_len, hard_cut)``: the chunk's own text
+    begins at ``chunk_start + overlap_len``. Chunk ends never carry trailing whitespace.
+    """
     out: list[tuple[int, int, int, bool]] = []
-    prev: tuple[int, int] | None = None
-    for a, b, hard in spans:
-        p = a
-        if prev is not None and overlap > 0:
-            room = min(overlap, limit - meter.measure(prev[1], b))
-            p = overlap_start(text, prev[0], prev[1], room, meter)
-            if p >= prev[1]:
-                p = a
-        out.append((p, b, a - p, hard))
-        prev = (a, b)
+    own, e = tx.trim(text, start, end)
+    if e <= own:
+        return out
+    measure, advance = meter.measure, meter.advance
+    chars = meter.unit == "chars"
+    ws = _WS
+    p = own
+    while own < e:
+        if (e - p if chars else measure(p, e)) <= limit:
+            cut, hard = e, False
+        else:
+            hi = p + limit if chars else advance(p, e, limit)
+            room = (limit - (own - p)) if chars else (limit - measure(p, own))
+            fill = max(1, room // _MIN_FILL)
+            lo = own + fill if chars else advance(own, e, fill)
+            cut, level = _find_cut(text, own, lo, hi, e) if lo < hi else (-1, 5)
+            if level >= 3:  # nothing coarse past the fill line: any coarse cut at all?
+                c2, l2 = _find_cut(text, own, own, hi, e)
+                if c2 > own and l2 < level:
+                    cut, level = c2, l2
+            hard = cut <= own
+            if hard:
+                cut = hi
+        ce = cut
+        while ce > own and text[ce - 1] in ws:
+            ce -= 1
+        out.append((p, ce, own - p, hard))
+        nxt = cut
+        while nxt < e and text[nxt] in ws:
+            nxt += 1
+        if nxt >= e:
+            break
+        if overlap > 0:
+            p = overlap_start(text, own, ce, overlap, meter)
+            if p >= ce:
+                p = nxt
+        else:
+            p = nxt
+        own = nxt
+    return out
+
+
+def split_spans(text: str, start: int, end: int, meter: SizeMeter, budget: int) -> list[tuple[int, int, bool]]:
+    """Cut ``text[start:end]`` into spans of at most ``budget``, without overlap:
+    ``(start, end, hard_cut)`` triples (used by other strategies to bound sizes)."""
+    return [(a, b, hard) for a, b, _, hard in cut_spans(text, start, end, meter, budget, 0)]
+
+
+def recursive_pieces(piece: Piece, ctx: ChunkContext, cfg: RecursiveConfig, **meta_extra: object) -> list[Piece]:
+    """RECURSIVE over one piece with ``cfg`` (also the fallback of STRUCTURE and others)."""
+    text = ctx.text
+    meter = ctx.meter(cfg.size_unit)
+    s, e = tx.trim(text, piece.start, piece.end)
+    if e <= s:
+        return []
+    limit = cfg.limit
+    if (e - s if cfg.size_unit == "chars" else meter.measure(s, e)) <= limit:
+        if (s, e) == (piece.start, piece.end) and not meta_extra:
+            return [piece]
+        meta = {**piece.metadata, **meta_extra} if meta_extra else piece.metadata
+        ov = max(0, piece.overlap_chars - (s - piece.start))
+        return [sub_piece(piece, text, s, e, overlap_chars=ov, metadata=meta)]
+    base = {**piece.metadata, **meta_extra} if meta_extra else piece.metadata
+    hard_meta = None
+    out = []
+    for a, b, ov, hard in cut_spans(text, s, e, meter, limit, cfg.overlap):
+        if hard:
+            if hard_meta is None:
+                hard_meta = {**base, "hard_cut": True}
+            meta = hard_meta
+        else:
+            meta = base
+        out.append(
+            Piece(
+                text[a:b], a, b, piece.section_path, piece.chunk_type, ov, False, piece.block_index, "", meta
+            )
+        )
     return out
 
 
@@ -176,7 +280,7 @@ def with_overlap(
 class Recursive(Strategy):
     name = "RECURSIVE"
     code = 2
-    version = "v1"
+    version = "v2"
     description = (
         "Paragraph -> line -> sentence -> word -> fixed window, merged up to the size, with an "
         "overlap that starts at a sentence start. Chinese and English; sizes in chars or tokens."
@@ -185,21 +289,4 @@ class Recursive(Strategy):
     config: RecursiveConfig
 
     def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
-        cfg = self.config
-        text = ctx.text
-        meter = ctx.meter(cfg.size_unit)
-        s, e = tx.trim(text, piece.start, piece.end)
-        if e <= s:
-            return []
-        if meter.measure(s, e) <= cfg.limit:
-            if (s, e) == (piece.start, piece.end):
-                return [piece]
-            return [sub_piece(piece, text, s, e, overlap_chars=max(0, piece.overlap_chars - (s - piece.start)))]
-        spans = split_spans(text, s, e, meter, cfg.limit - cfg.overlap)
-        out = []
-        for a, b, ov, hard in with_overlap(text, spans, meter, cfg.limit, cfg.overlap):
-            meta = dict(piece.metadata)
-            if hard:
-                meta["hard_cut"] = True
-            out.append(sub_piece(piece, text, a, b, overlap_chars=ov, metadata=meta))
-        return out
+        return recursive_pieces(piece, ctx, self.config)

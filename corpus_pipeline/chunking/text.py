@@ -1,8 +1,17 @@
 """Boundaries in Chinese and English text, as spans ``(start, end)`` of one source string.
 
 Every function takes the whole source and a window ``[start, end)`` and returns spans
-inside it, trimmed of surrounding whitespace, in order. Working on spans (not copies)
-is what keeps every chunk's offsets exact.
+inside it (or positions), trimmed of surrounding whitespace, in order. Working on spans,
+never on copies, is what keeps every chunk's offsets exact.
+
+Sentence rules (the ones users notice):
+
+- ``。！？；…`` end a sentence wherever they are; ASCII ``! ? ;`` and ``.`` only when
+  whitespace or the end of the text follows (so ``3.14``, ``a.b/c.md`` and
+  ``https://x.org/a.html`` never end one);
+- a ``.`` after an abbreviation (``e.g.``, ``Dr.``, ``U.S.``), an initial (``J. Smith``)
+  or a list number at the start of a line (``1. Install``) does not end a sentence;
+- closing quotes and brackets (``”」）)]``) stay with the sentence they close.
 """
 
 from __future__ import annotations
@@ -13,32 +22,45 @@ from typing import Iterator
 Span = tuple[int, int]
 
 _WS = " \t\r\n\f\v\u3000\u00a0\ufeff"
+_WS_SET = frozenset(_WS)
 
 # Characters that close a sentence's quote or bracket and stay with the sentence.
 _CLOSERS = "\"'”’」』）)]】》〉"
-# Chinese / full-width enders count on their own; ASCII ! ? ; need a space or the end after
-# them, and "." needs that too plus the checks in _is_sentence_dot.
-_SENT_END = re.compile(
-    r"(?:[。！？；…]+|[!?;]+(?=[" + re.escape(_CLOSERS) + r"]*(?:\s|$))|\.(?=[" + re.escape(_CLOSERS)
-    + r"]*(?:\s|$)))[" + re.escape(_CLOSERS) + r"]*"
-)
+_C = re.escape(_CLOSERS)
+# Candidates: a run of enders plus closers (a plain character class first, so the regex
+# engine scans fast); ``_accepts`` then applies the rules: CJK / full-width enders count on
+# their own, ASCII ``! ? ; .`` need whitespace or the end of the text after the run.
+_SENT_END = re.compile(r"[。！？；…!?;.]+[" + _C + r"]*")
+_CJK_ENDERS = frozenset("。！？；…")
 _ABBREVIATIONS = frozenset(
-    "e.g i.e etc vs mr mrs ms dr prof sr jr st no fig figs eq eqs al approx dept est inc "
-    "ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec ref refs vol p pp ch sec".split()
+    "e.g i.e etc vs mr mrs ms dr prof sr jr st no nos fig figs eq eqs al approx dept est inc "
+    "ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec ref refs vol p pp ch sec "
+    "cf ca resp viz".split()
 )
-_WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z.]*)$")
+_WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z.]*|\d+)$")
+_DOTTED_LETTERS = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]$")  # U.S / e.g / i.e
 _PARA_SEP = re.compile(r"\n[ \t\r\f\v\u3000]*\n\s*")
 _LINE_SEP = re.compile(r"\n\s*")
 _WORD_SEP = re.compile(r"\s+")
+_NON_WS = re.compile(r"\S")
 
 
 def trim(text: str, start: int, end: int) -> Span:
     """Shrink ``[start, end)`` past leading and trailing whitespace."""
-    while start < end and text[start] in _WS:
+    ws = _WS_SET
+    while start < end and text[start] in ws:
         start += 1
-    while end > start and text[end - 1] in _WS:
+    while end > start and text[end - 1] in ws:
         end -= 1
     return start, end
+
+
+def skip_ws(text: str, pos: int, end: int) -> int:
+    """The first non-whitespace position in ``[pos, end)``, or ``end``."""
+    if pos < end and text[pos] not in _WS_SET:
+        return pos
+    m = _NON_WS.search(text, pos, end)
+    return m.start() if m else end
 
 
 def _split_on(pattern: re.Pattern[str], text: str, start: int, end: int) -> list[Span]:
@@ -70,17 +92,37 @@ def words(text: str, start: int = 0, end: int | None = None) -> list[Span]:
     return _split_on(_WORD_SEP, text, start, len(text) if end is None else end)
 
 
-def _is_sentence_dot(text: str, dot: int, start: int) -> bool:
-    """Whether the ``.`` at ``dot`` ends a sentence (not a decimal, abbreviation or initial)."""
+def is_sentence_dot(text: str, dot: int, start: int = 0) -> bool:
+    """Whether the lone ``.`` at ``dot`` ends a sentence (not an abbreviation, an initial
+    or a list number at the start of a line)."""
     m = _WORD_BEFORE.search(text, max(start, dot - 12), dot)
-    if m:
-        word = m.group(1).lower().rstrip(".")
-        if word in _ABBREVIATIONS:
-            return False
-        if len(word) == 1 and m.group(1).isupper():  # an initial: "J. Smith"
-            return False
-        if "." in word:  # "e.g." / "U.S." style
-            return False
+    if not m:
+        return True
+    word = m.group(1)
+    if word[0].isdigit():
+        # "1. Install" / "  12. Foo" at the start of a line is a list marker.
+        i = m.start() - 1
+        while i >= start and text[i] in " \t":
+            i -= 1
+        return not (i < start or text[i] == "\n")
+    if len(word) == 1 and word.isupper():  # an initial: "J. Smith"
+        return False
+    low = word.lower()
+    if low in _ABBREVIATIONS or low.rstrip(".") in _ABBREVIATIONS:
+        return False
+    return not _DOTTED_LETTERS.search(word)
+
+
+def _accepts(text: str, m: re.Match[str]) -> bool:
+    """Whether the candidate run ``m`` of ``_SENT_END`` really ends a sentence."""
+    run = m.group()
+    if run[0] in _CJK_ENDERS or (len(run) > 1 and not _CJK_ENDERS.isdisjoint(run)):
+        return True
+    e = m.end()
+    if e < len(text) and text[e] not in _WS_SET:
+        return False
+    if run[0] == "." and (len(run) == 1 or run[1] != "."):
+        return is_sentence_dot(text, m.start())
     return True
 
 
@@ -88,16 +130,39 @@ def sentence_ends(text: str, start: int = 0, end: int | None = None) -> Iterator
     """Positions just after each sentence end in ``[start, end)`` (closers included)."""
     end = len(text) if end is None else end
     for m in _SENT_END.finditer(text, start, end):
-        token = m.group(0)
-        if token[0] == "." and not _is_sentence_dot(text, m.start(), start):
-            continue
-        yield m.end()
+        if _accepts(text, m):
+            yield m.end()
+
+
+def last_sentence_end(text: str, lo: int, hi: int, limit: int) -> int:
+    """The last sentence end ``p`` with ``lo < p <= hi``, searching text up to ``limit``
+    (``limit >= hi`` lets an end right at ``hi`` see what follows it); -1 if none."""
+    best = -1
+    for m in _SENT_END.finditer(text, lo, limit):
+        e = m.end()
+        if e > hi:
+            break
+        if e > lo and _accepts(text, m):
+            best = e
+    return best
+
+
+def first_sentence_start(text: str, lo: int, hi: int) -> int:
+    """The first position in ``[lo, hi)`` where a sentence starts after a sentence end
+    that lies in ``[lo, hi)``; -1 if none."""
+    pos = lo
+    while True:
+        m = _SENT_END.search(text, pos, hi)
+        if m is None:
+            return -1
+        if _accepts(text, m):
+            s = skip_ws(text, m.end(), hi)
+            return s if s < hi else -1
+        pos = m.end()
 
 
 def sentences(text: str, start: int = 0, end: int | None = None) -> list[Span]:
-    """Sentence spans. Decimals (3.14), URLs and file names (a.b/c.md), abbreviations
-    (e.g., Dr.) do not end a sentence; closing quotes and brackets stay with it; Chinese
-    enders (。！？；) end one without a following space."""
+    """Sentence spans (see the module docstring for the rules)."""
     end = len(text) if end is None else end
     spans: list[Span] = []
     pos = start
@@ -115,6 +180,22 @@ def sentences(text: str, start: int = 0, end: int | None = None) -> list[Span]:
 def sentence_starts(text: str, start: int, end: int) -> Iterator[int]:
     """Positions in ``[start, end)`` where a sentence begins after a sentence end."""
     for cut in sentence_ends(text, start, end):
-        s, _ = trim(text, cut, end)
+        s = skip_ws(text, cut, end)
         if s < end:
             yield s
+
+
+def is_cjk(ch: str) -> bool:
+    o = ord(ch)
+    return 0x3400 <= o <= 0x9FFF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x2FFFF or 0x3040 <= o <= 0x30FF
+
+
+_CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3040-\u30ff]")
+
+
+def cjk_ratio(text: str) -> float:
+    """Share of CJK characters among the non-whitespace characters of ``text``."""
+    non_ws = len(text) - sum(text.count(c) for c in " \n\t\r")
+    if non_ws <= 0:
+        return 0.0
+    return len(_CJK_RE.findall(text)) / non_ws

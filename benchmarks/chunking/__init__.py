@@ -1,0 +1,1 @@
+"""Chunking benchmark: corpus_pipeline's RECURSIVE and STRUCTURE->RECURSIVE against peers."""

@@ -1,0 +1,347 @@
+"""Finding headings in plain and Markdown text (seed 002's ``DocumentLineClassifier``).
+
+``classify_line`` sorts one line into heading / list item / body by the seed's eight forms,
+in the seed's order of priority:
+
+    1 markdown      ``## 用户管理``                      heading, level = number of ``#``
+    2 appendix      ``附录 A 术语表`` / ``Appendix B``    heading
+    3 step          ``第 1 步：安装`` / ``步骤 2`` / ``Step 3``   list item
+    4 chapter       ``第三章 系统设计`` / ``第二节`` / ``第五条``  heading
+    5 multi_digit   ``2.3.1 接口定义``                    heading, depth = numbers
+    6 outline       ``一、项目背景`` / ``（一）范围``       heading or list item
+    7 digit         ``1、概述`` / ``1. Overview``         heading or list item
+    8 bullet        ``- 支持批量导入`` / ``* [ ] todo``     list item
+
+``find_headings`` applies it to a whole span and fixes what the seed admits or misses:
+
+- lines inside fenced code (```` ``` ```` / ``~~~``) and YAML front matter are never
+  headings (seed 001's pitfall: ``# comment`` in a bash block);
+- setext headings (a line underlined with ``===`` / ``---``) are headings;
+- the parser's TITLE blocks (DOCX / HTML / Markdown), when given, are headings with the
+  parser's level even where the line classifier would not call them one;
+- heading vs list item (forms 6 and 7): the content must look like a title (short, no
+  sentence punctuation: the seed's rule, with a longer limit for Latin text), and numbered
+  lines that sit next to each other without text between them are a list, not headings;
+  in a document that uses Markdown headings, ``1.`` / ``1.2`` lines are list items;
+- levels: Markdown, setext and TITLE-block levels are absolute; the other forms nest under
+  the last of those and rank among themselves by first appearance (a document's first
+  numbering style is its top level), so ``一、`` > ``（一）`` > ``1.`` comes out right;
+  the seed's stack logic assumed contiguous levels and nested siblings otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from typing import NamedTuple, Sequence
+
+from corpus_pipeline.chunking.text import _CJK_RE
+from corpus_pipeline.models import Block
+
+_CN_NUM = "一二三四五六七八九十百千零〇两"
+_MARKDOWN = re.compile(r"(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_APPENDIX = re.compile(r"(?:附录|附件|Appendix|APPENDIX|Annex|ANNEX)(?:\s*[A-Z0-9" + _CN_NUM + r"]{1,3})?(?:$|[\s:：.、\-—].*$)")
+_STEP = re.compile(r"(?:第\s*[0-9" + _CN_NUM + r"]+\s*步|步骤\s*[0-9" + _CN_NUM + r"]+|(?:Step|STEP)\s+\d+)(?:$|[\s:：.、)）].*$)")
+_CHAPTER = re.compile(r"第\s*[0-9" + _CN_NUM + r"]+\s*([篇部编卷章节条款])(?:$|[\s:：、.](.*)$|(.+)$)")
+_CHAPTER_DEPTH = {"篇": 0, "部": 0, "编": 0, "卷": 0, "章": 1, "节": 2, "条": 3, "款": 4}
+_MULTI_DIGIT = re.compile(r"(\d{1,2}(?:\.\d{1,3})+)\.?[ \t]+(\S.*)$")
+_OUTLINE = re.compile(r"([" + _CN_NUM + r"]{1,3})、\s*(\S.*)$")
+_PAREN_OUTLINE = re.compile(r"[（(]([" + _CN_NUM + r"]{1,3})[）)]\s*(\S.*)$")
+_DIGIT = re.compile(r"(\d{1,2})(?:、\s*|[.．][ \t]+)(\S.*)$")
+_ATX_LINE = re.compile(r"\n[ \t]{0,3}(#{1,6})[ \t]+([^\n]*)")
+_ATX_FIRST = re.compile(r"[ \t]{0,3}(#{1,6})[ \t]+([^\n]*)")
+_CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+_AMBIGUOUS = frozenset({"outline", "paren_outline", "digit"})
+_FENCE_LINE = re.compile(r"\n[ \t]{0,3}(`{3,}|~{3,})")
+_FENCE_FIRST = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})")
+_ATTRS = re.compile(r"\s*\{[^{}]*[#.][^{}]*\}\s*$")  # "Title { #anchor }" (attr_list)
+_BULLET = re.compile(r"[-*+•·][ \t]")
+_SENTENCE_END = tuple("。！？；.!?;，,：:")
+_INNER_PUNCT = ("，", "；", "。", "：")
+
+# Lines worth classifying: anything else is body. One C-level scan finds them.
+_CANDIDATE_BODY = (
+    r"[ \t]{0,3}(?:#|附录|附件|Appendix|APPENDIX|Annex|ANNEX|第|步骤|Step|STEP|[" + _CN_NUM + r"]{1,3}、|[（(]["
+    + _CN_NUM + r"]{1,3}[）)]|\d{1,2}(?:\.\d{1,3})*[.．、 \t]|(?:=+|-+)[ \t]*\r?$)"
+)
+# Anchored on a literal "\n" so the regex engine jumps from line to line (a "^" pattern in
+# MULTILINE mode is tried at every character); the first line is matched separately.
+_CANDIDATE = re.compile(
+    r"\n(?=[ \t]{0,3}[附AaS步第一二三四五六七八九十百千零〇两（(0-9=\-])(?=" + _CANDIDATE_BODY + ")", re.M
+)
+_CANDIDATE_FIRST = re.compile(_CANDIDATE_BODY, re.M)
+_LINE_SCAN_BODY = (
+    r"[ \t]{0,3}(?:(#{1,6})[ \t]+([^\n]*)|(`{3,}|~{3,})([^\n]*)|(?=[附AaS步第" + _CN_NUM + r"（(0-9=\-])(?="
+    + _CANDIDATE_BODY + r"))"
+)
+# One scan per document: "\n" first, so the regex engine jumps from line to line.
+_LINE_SCAN = re.compile(r"\n" + _LINE_SCAN_BODY, re.M)
+_LINE_SCAN_FIRST = re.compile(_LINE_SCAN_BODY, re.M)
+_FRONT_MATTER_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.M)
+_SETEXT = re.compile(r"[ \t]{0,3}(=+|-{2,})[ \t]*\r?$")
+_NOT_PARAGRAPH = re.compile(r"[ \t]*(?:[-*+>|#]|\d{1,3}[.)、]|```|~~~)")
+
+HEADING, LIST_ITEM, BODY = "heading", "list_item", "body"
+EXPLICIT_FORMS = frozenset({"markdown", "setext", "title_block"})
+
+
+class LineClass(NamedTuple):
+    """What one line is (a NamedTuple: thousands are made per document, cheaply)."""
+
+    kind: str  # HEADING, LIST_ITEM or BODY
+    form: str  # markdown, appendix, step, chapter, multi_digit, outline, paren_outline, digit, bullet, body
+    depth: int = 1  # level for markdown; depth inside its numbering form otherwise
+    title: str = ""
+
+
+_BODY_LINE = LineClass(BODY, "body")
+_BULLET_START = frozenset("-*+•·")
+
+
+def looks_like_heading(content: str) -> bool:
+    """The seed's ``looksLikeHeadingContent``: short, not a sentence, no inner punctuation.
+    Latin text may be longer (60 characters) than Chinese (24)."""
+    c = content.strip()
+    if not c or c.endswith(_SENTENCE_END):
+        return False
+    n = len(c)
+    if n > 60:
+        return False
+    if n > 24 and len(_CJK_RE.findall(c)) * 10 > 3 * n:  # mostly Chinese: the seed's 24
+        return False
+    return not any(p in c for p in _INNER_PUNCT)
+
+
+def classify_line(line: str) -> LineClass:
+    """Classify one line (without its newline) by the eight forms, in the seed's order.
+    Dispatches on the first character so that most lines cost one comparison."""
+    raw = line.rstrip("\r")
+    s = raw.strip()
+    if not s or len(raw) - len(raw.lstrip(" \t")) > 3:
+        return _BODY_LINE
+    c0 = s[0]
+    if c0 == "#":
+        m = _MARKDOWN.match(s)
+        if m:
+            title = _ATTRS.sub("", (m.group(2) or "")).strip()
+            if title:
+                return LineClass(HEADING, "markdown", len(m.group(1)), title)
+        return _BODY_LINE
+    if c0 in _BULLET_START:
+        return LineClass(LIST_ITEM, "bullet", 1, s) if _BULLET.match(s) else _BODY_LINE
+    if c0 in "附AaS步第":
+        if _APPENDIX.match(s) and looks_like_heading(s):
+            return LineClass(HEADING, "appendix", 1, s)
+        if _STEP.match(s):
+            return LineClass(LIST_ITEM, "step", 1, s)
+        m = _CHAPTER.match(s)
+        if m:
+            depth = _CHAPTER_DEPTH[m.group(1)]
+            rest = (m.group(2) or m.group(3) or "").strip()
+            if not rest or looks_like_heading(rest):
+                return LineClass(HEADING, "chapter", depth, s)
+            # "第五条 用人单位应当……。": an article with its text on the same line; the
+            # marker alone is the title.
+            return LineClass(HEADING, "chapter", depth, s[: m.end(1)])
+        return _BODY_LINE
+    if c0.isdigit():
+        m = _MULTI_DIGIT.match(s)
+        if m:
+            content = m.group(2)
+            # "3.14 is pi" / "1.5 GHz": a number starting a sentence, not a section number.
+            if looks_like_heading(content) and not content[0].isdigit() and not content[0].islower():
+                return LineClass(HEADING, "multi_digit", m.group(1).count(".") + 1, s)
+            return _BODY_LINE
+        m = _DIGIT.match(s)
+        if m:
+            return LineClass(HEADING if looks_like_heading(m.group(2)) else LIST_ITEM, "digit", 1, s)
+        return _BODY_LINE
+    if c0 in _CN_NUM:
+        m = _OUTLINE.match(s)
+        if m:
+            return LineClass(HEADING if looks_like_heading(m.group(2)) else LIST_ITEM, "outline", 1, s)
+        return _BODY_LINE
+    if c0 in "（(":
+        m = _PAREN_OUTLINE.match(s)
+        if m:
+            return LineClass(HEADING if looks_like_heading(m.group(2)) else LIST_ITEM, "paren_outline", 1, s)
+    return _BODY_LINE
+
+
+class Heading(NamedTuple):
+    """A heading found in the text: ``[start, body_start)`` is its line (two for setext)."""
+
+    start: int
+    body_start: int
+    level: int
+    title: str
+    form: str
+
+
+def _line_end(text: str, pos: int, end: int) -> int:
+    nl = text.find("\n", pos, end)
+    return end if nl < 0 else nl
+
+
+def _fenced_ranges(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Spans of fenced code and front matter inside ``[start, end)``: no headings there."""
+    ranges: list[tuple[int, int]] = []
+    if start == 0 and text.startswith("---") and text[3:4] in ("\n", "\r"):
+        close = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.M).search(text, 4, end)
+        if close:
+            ranges.append((0, close.end()))
+    open_at, open_mark = -1, ""
+    # Fence lines: "\n" + up to 3 spaces + ``` or ~~~ (the literal "\n" makes the scan fast).
+    marks = [(m.start(1), m.end(1)) for m in _FENCE_LINE.finditer(text, max(0, start - 1), end) if m.start(1) >= start]
+    if (start == 0 or text[start - 1] == "\n") and (not marks or marks[0][0] > start + 3):
+        m0 = _FENCE_FIRST.match(text, start, end)
+        if m0:
+            marks.insert(0, (m0.start(1), m0.end(1)))
+    for ms, me in marks:
+        ls = text.rfind("\n", start, ms) + 1 or start
+        if ls < start:
+            ls = start
+        mark = text[ms:me]
+        le = text.find("\n", me, end)
+        le = end if le < 0 else le
+        if open_at < 0:
+            if ranges and ms < ranges[-1][1]:
+                continue
+            open_at, open_mark = ls, mark
+        elif mark[0] == open_mark[0] and len(mark) >= len(open_mark) and not text[me:le].strip():
+            ranges.append((open_at, le))
+            open_at = -1
+    if open_at >= 0:  # an unclosed fence runs to the end (CommonMark)
+        ranges.append((open_at, end))
+    return ranges
+
+
+def _front_matter_end(text: str, start: int, end: int) -> int:
+    """End of YAML front matter (``---`` ... ``---``) at the very start of the text, or 0."""
+    if start == 0 and text.startswith("---") and text[3:4] in ("\n", "\r"):
+        close = _FRONT_MATTER_CLOSE.search(text, 4, end)
+        if close:
+            return close.end()
+    return 0
+
+
+def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Sequence[Block] = ()) -> list[Heading]:
+    """The headings of ``text[start:end]``, in order, with their resolved levels.
+
+    One regex pass visits only the lines that can matter (ATX headings, fences, lines
+    starting like one of the other forms); fences are tracked as the pass goes, so a ``#``
+    line inside one is skipped without a second scan.
+    """
+    end = len(text) if end is None else end
+    found: dict[int, tuple[int, int, LineClass]] = {}
+    for b in blocks:
+        if b.block_type == "TITLE" and start <= b.start_offset < end:
+            ls = max(start, text.rfind("\n", start, b.start_offset) + 1)
+            le = _line_end(text, ls, end)
+            title = " ".join(b.text.split()) or text[ls:le].strip()
+            found[ls] = (ls, le, LineClass(HEADING, "title_block", b.level or 1, title))
+    fm_end = _front_matter_end(text, start, end)
+    matches = list(_LINE_SCAN.finditer(text, max(0, start - 1), end))
+    if start == 0 or text[start - 1] == "\n":
+        m0 = _LINE_SCAN_FIRST.match(text, start, end)
+        if m0:
+            matches.insert(0, m0)
+    fence = ""
+    for m in matches:
+        ls = m.start() + 1 if text[m.start()] == "\n" else m.start()
+        if ls < start or ls < fm_end:
+            continue
+        mark = m.group(3)
+        if fence:
+            if mark and mark[0] == fence[0] and len(mark) >= len(fence) and not m.group(4).strip():
+                fence = ""
+            continue
+        if mark:
+            fence = mark
+            continue
+        if ls in found:
+            continue
+        if m.group(1):  # Markdown ATX heading
+            title = m.group(2).strip()
+            if title.endswith("#"):
+                title = _CLOSING.sub("", title)
+            if "{" in title:
+                title = _ATTRS.sub("", title).strip()
+            if title:
+                found[ls] = (ls, m.end(), LineClass(HEADING, "markdown", len(m.group(1)), title))
+            continue
+        le = text.find("\n", ls, end)
+        if le < 0:
+            le = end
+        line = text[ls:le]
+        first = line.lstrip(" \t")[:1]
+        if first in ("=", "-") and _SETEXT.match(line):
+            # "Title\n=====": the line above is the heading (a one-line paragraph).
+            if ls <= start + 1:
+                continue
+            ps = max(start, text.rfind("\n", start, ls - 1) + 1)
+            prev = text[ps : ls - 1].rstrip("\r")
+            if not prev.strip() or _NOT_PARAGRAPH.match(prev) or ps in found or ps < fm_end:
+                continue
+            if ps > start:  # only a one-paragraph line: the line above it must be blank
+                pls = max(start, text.rfind("\n", start, ps - 1) + 1)
+                if text[pls : ps - 1].strip():
+                    continue
+            level = 1 if line.strip()[0] == "=" else 2
+            found[ps] = (ps, le, LineClass(HEADING, "setext", level, prev.strip()))
+            continue
+        if first == "#":
+            continue
+        lc = classify_line(line)
+        if lc.kind != BODY:
+            found[ls] = (ls, le, lc)
+
+    items = [found[k] for k in sorted(found)]
+    has_markdown = False
+    ambiguous_seen = False
+    for _, _, c in items:
+        if c.form in ("markdown", "setext"):
+            has_markdown = True
+        elif c.form in _AMBIGUOUS:
+            ambiguous_seen = True
+
+    # Heading vs list item: numbered lines next to each other form a list.
+    kinds = [c.kind for _, _, c in items]
+    if ambiguous_seen or has_markdown:
+        for i, (ls, le, c) in enumerate(items):
+            if c.kind != HEADING:
+                continue
+            if has_markdown and c.form in ("digit", "multi_digit"):
+                kinds[i] = LIST_ITEM
+                continue
+            if c.form not in _AMBIGUOUS:
+                continue
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(items):
+                    ols, ole, oc = items[j]
+                    adjacent = ole + 1 == ls if j < i else le + 1 == ols
+                    if adjacent and oc.form == c.form:
+                        kinds[i] = LIST_ITEM
+                        break
+
+    # Levels: explicit forms are absolute; the others nest under the last explicit heading,
+    # ranked by the order in which their numbering style first appears.
+    rank: dict[str, int] = {}
+    anchor = 0
+    out: list[Heading] = []
+    for (ls, le, c), kind in zip(items, kinds):
+        if kind != HEADING:
+            continue
+        form = c.form
+        if form in EXPLICIT_FORMS:
+            level = anchor = c.depth
+        elif form == "appendix":
+            level = anchor + 1
+        else:
+            family = "digit" if form in ("digit", "multi_digit") else form
+            if family not in rank:
+                rank[family] = len(rank) + 1
+            base = anchor + rank[family] * 10  # room for depths inside a family
+            level = base + (c.depth - 1 if family != "chapter" else c.depth)
+        out.append(Heading(ls, le + 1 if le < end else end, level, c.title, form))
+    return out
