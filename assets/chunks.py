@@ -4,8 +4,10 @@
 import pyarrow as pa
 from dagster import AssetExecutionContext, AssetIn, DataVersion, MaterializeResult, MetadataValue, Output, asset
 
+from assets.checks import CHECK_SPECS, distribution_metadata, run_checks
 from assets.partitions import by_kb, kb_version_partitions, split_key
 from corpus_pipeline import freshness, indexing, versioning
+from corpus_pipeline.tokens import token_counter_for
 from resources import CorpusResource
 
 
@@ -14,6 +16,7 @@ from resources import CorpusResource
     group_name="chunking",
     code_version="1",
     ins={"parsed_blocks": AssetIn(partition_mapping=by_kb)},
+    check_specs=CHECK_SPECS["parent_blocks"],
 )
 def parent_blocks(context: AssetExecutionContext, corpus: CorpusResource, parsed_blocks: dict) -> Output[pa.Table]:
     """The parent pipeline of each document's plan: the context units search returns.
@@ -22,7 +25,7 @@ def parent_blocks(context: AssetExecutionContext, corpus: CorpusResource, parsed
     kb = corpus.kb_at_version(kb_name, version)
     previous = corpus.previous("parent_blocks", kb_name, version)
     table, stats = indexing.build_parent_blocks(kb, version, parsed_blocks, previous)
-    return Output(
+    yield Output(
         table,
         data_version=DataVersion(indexing.table_fingerprint(table, ["parent_id"])),
         metadata={
@@ -30,8 +33,10 @@ def parent_blocks(context: AssetExecutionContext, corpus: CorpusResource, parsed
             "documents_chunked": stats.documents,
             "documents_reused": stats.reused,
             "plan": kb.plan.snapshot(),
+            **distribution_metadata(table, kb),
         },
     )
+    yield from run_checks("parent_blocks", kb, parents=table, texts=parsed_blocks["texts"])
 
 
 @asset(
@@ -39,6 +44,7 @@ def parent_blocks(context: AssetExecutionContext, corpus: CorpusResource, parsed
     group_name="chunking",
     code_version="1",
     ins={"parsed_blocks": AssetIn(partition_mapping=by_kb), "image_descriptions": AssetIn(partition_mapping=by_kb)},
+    check_specs=CHECK_SPECS["child_chunks"],
 )
 def child_chunks(
     context: AssetExecutionContext,
@@ -52,10 +58,10 @@ def child_chunks(
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     previous = corpus.previous("child_chunks", kb_name, version)
-    images = indexing.image_pieces_by_doc(image_descriptions, parsed_blocks)
+    images = indexing.image_pieces_by_doc(image_descriptions, parsed_blocks, token_counter_for(kb.config.embedding.model))
     table, stats = indexing.build_child_chunks(kb, version, parent_blocks, parsed_blocks, images, previous=previous)
     chars = table.column("char_count").to_pylist()
-    return Output(
+    yield Output(
         table,
         data_version=DataVersion(indexing.table_fingerprint(table, ["chunk_id"])),
         metadata={
@@ -65,21 +71,25 @@ def child_chunks(
             "image_chunks": sum(1 for t in table.column("chunk_type").to_pylist() if t in ("IMAGE", "TABLE_IMAGE")),
             "max_chars": max(chars) if chars else 0,
             "max_tokens": max(table.column("token_count").to_pylist() or [0]),
+            **distribution_metadata(table, kb),
         },
     )
+    yield from run_checks("child_chunks", kb, children=table, parents=parent_blocks, texts=parsed_blocks["texts"])
 
 
-@asset(partitions_def=kb_version_partitions, group_name="embedding", code_version="1")
+@asset(partitions_def=kb_version_partitions, group_name="embedding", code_version="1", check_specs=CHECK_SPECS["chunk_embeddings"])
 def chunk_embeddings(context: AssetExecutionContext, corpus: CorpusResource, child_chunks: pa.Table) -> Output[pa.Table]:
     """One vector per child chunk; text already embedded by this model is reused."""
     kb_name, version = split_key(context.partition_key)
-    emb = corpus.kb_at_version(kb_name, version).config.embedding
+    kb = corpus.kb_at_version(kb_name, version)
+    emb = kb.config.embedding
     table, stats = indexing.embed_chunks(child_chunks, emb.model, batch_size=emb.batch_size, cache=corpus.embedding_cache())
-    return Output(
+    yield Output(
         table,
         data_version=DataVersion(indexing.table_fingerprint(table, ["chunk_id", "text_hash", "model"])),
         metadata={"model": emb.model, "dimension": stats.dimension, "embedded": stats.embedded, "reused": stats.reused},
     )
+    yield from run_checks("chunk_embeddings", kb, embeddings=table, children=child_chunks)
 
 
 @asset(

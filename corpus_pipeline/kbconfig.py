@@ -22,9 +22,9 @@ naming the key and the file: a typo must never fall back silently to a default.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -79,6 +79,25 @@ class VisionConfig(_Strict):
     min_side_px: int = Field(16, ge=1, le=4096)
 
 
+class LLMConfig(_Strict):
+    """``llm:`` — the chat model for PROPOSITION and LLM splitting, behind an
+    OpenAI-compatible endpoint (see ``corpus_pipeline.llm.settings``).
+
+    Unset keys come from the Dagster resource, then ``OPENAI_BASE_URL`` / ``CORPUS_LLM_MODEL``.
+    The API key is never written here: ``api_key_env`` names the variable that holds it.
+    Only ``model`` and ``enabled`` enter the strategy version, for plans that call an LLM.
+    """
+
+    enabled: bool = True
+    base_url: str | None = Field(None, min_length=1, max_length=2000)
+    api_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    model: str | None = Field(None, min_length=1, max_length=200)
+    timeout_s: float = Field(60, gt=0, le=600)
+    max_retries: int = Field(2, ge=0, le=10)
+    max_concurrency: int = Field(4, ge=1, le=64)
+    max_output_tokens: int | None = Field(None, ge=16, le=200_000)
+
+
 class SearchConfig(_Strict):
     """``search:`` — hybrid search and parent elevation (seed 003 §6-7; see
     ``corpus_pipeline.retrieval.settings``). Not part of the strategy version."""
@@ -96,6 +115,7 @@ class SearchConfig(_Strict):
     parent_evidence_max_chars: int = Field(2200, ge=1, le=10_000_000)
     total_evidence_max_chars: int = Field(5200, ge=1, le=100_000_000)
     hit_preview_chars: int = Field(140, ge=0, le=100_000)
+    max_unknown_token_share: float = Field(0.25, ge=0.0, le=1.0)
 
 
 class RetentionConfig(_Strict):
@@ -114,6 +134,7 @@ class KBConfig(_Strict):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     vision: VisionConfig = Field(default_factory=VisionConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
     quality: QualityConfig = Field(default_factory=QualityConfig)  # judges chunks; not in strategy_version
     search: SearchConfig = Field(default_factory=SearchConfig)
 
@@ -181,24 +202,69 @@ def load_kb_config(kb_dir: Path) -> KBConfig:
 class ResolvedOverride:
     match: str
     plan: Plan
+    auto: bool = False  # plan "auto": recommended per document
+    parent_settings: dict[str, Any] = field(default_factory=dict)
+    child_settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class KnowledgeBase:
-    """A KB with its validated configuration and plans: everything chunking needs."""
+    """A KB with its validated configuration and plans: everything chunking needs.
+
+    With ``plan: auto`` the plan of each document is recommended from its features
+    (``corpus_pipeline.chunking.recommend``); ``plan`` then holds the general default,
+    and ``plan_for_document`` gives the real one.
+    """
 
     name: str
     path: Path
     config: KBConfig
     plan: Plan
     overrides: tuple[ResolvedOverride, ...]
+    auto: bool = False
 
     def plan_for(self, rel_path: str) -> tuple[Plan, str | None]:
-        """The plan for one document: the first matching override wins over the KB's."""
+        """The configured plan for one document: the first matching override wins over the
+        KB's. For ``auto`` entries this is the default; see ``plan_for_document``."""
         for ov in self.overrides:
             if match_glob(rel_path, ov.match):
                 return ov.plan, ov.match
         return self.plan, None
+
+    def is_auto(self, rel_path: str) -> bool:
+        for ov in self.overrides:
+            if match_glob(rel_path, ov.match):
+                return ov.auto
+        return self.auto
+
+    def plan_for_document(
+        self, rel_path: str, text: str, fmt: str, blocks: Sequence[Any] = (), token_counter: Any = None
+    ) -> tuple[Plan, list[str]]:
+        """The plan that chunks this document, and why (the recommender's reasons for
+        ``auto``; empty otherwise). Deterministic: same document, same plan."""
+        plan, match = self.plan_for(rel_path)
+        if not self.is_auto(rel_path):
+            return plan, []
+        from corpus_pipeline.chunking.recommend import recommend
+
+        ov = next((o for o in self.overrides if o.match == match), None)
+        parent = ov.parent_settings if ov else self.config.chunking.parent
+        child = ov.child_settings if ov else self.config.chunking.child
+        llm_enabled = any(
+            str(k).upper() in ("LLM", "4") and bool((v or {}).get("llm_enabled")) for k, v in child.items()
+        )
+        rec = recommend(text, fmt, blocks, token_counter=token_counter, llm_enabled=llm_enabled)
+
+        def merged(recommended: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+            out = {k: dict(v) for k, v in recommended.items()}
+            for k, v in user.items():  # the user's settings win over the recommendation's
+                out[k] = {**out.get(k, {}), **dict(v or {})}
+            return out
+
+        chosen = build_plan(
+            rec.snapshot, merged(rec.parent_settings, parent), merged(rec.child_settings, child), where="auto plan"
+        )
+        return chosen, list(rec.reasons)
 
 
 def match_glob(rel_path: str, pattern: str) -> bool:
@@ -223,20 +289,24 @@ def kb_from_config(kb_dir: Path, cfg: KBConfig) -> KnowledgeBase:
     name = check_kb_name(kb_dir.name)
     where = f"{kb_dir / 'kb.yaml'}: chunking"
     ch = cfg.chunking
-    plan = build_plan(_plan_text(ch.plan, where), ch.parent, ch.child, where=where)
+    plan = build_plan(_plan_text(ch.plan), ch.parent, ch.child, where=where)
     overrides = []
     for i, ov in enumerate(ch.overrides):
         w = f"{where}.overrides[{i}]"
-        snapshot = _plan_text(ov.plan, w) if ov.plan else plan.snapshot()
+        text = ov.plan or ch.plan
         parent = {**ch.parent, **(ov.parent or {})}
         child = {**ch.child, **(ov.child or {})}
-        overrides.append(ResolvedOverride(ov.match, build_plan(snapshot, parent, child, where=w)))
-    return KnowledgeBase(name, kb_dir, cfg, plan, tuple(overrides))
+        overrides.append(
+            ResolvedOverride(ov.match, build_plan(_plan_text(text), parent, child, where=w), _is_auto(text), parent, child)
+        )
+    return KnowledgeBase(name, kb_dir, cfg, plan, tuple(overrides), auto=_is_auto(ch.plan))
 
 
-def _plan_text(plan: str, where: str) -> str:
-    if plan.strip().lower() == "auto":
-        # "auto" picks a plan per document from its features (the recommender); until a
-        # document is seen, the KB-level plan is the seed's general-purpose default.
-        return DEFAULT_PLAN
-    return plan
+def _is_auto(plan: str) -> bool:
+    return plan.strip().lower() == "auto"
+
+
+def _plan_text(plan: str) -> str:
+    # "auto" picks a plan per document from its features (the recommender); the KB-level
+    # plan object is then the general-purpose default, used until a document is seen.
+    return DEFAULT_PLAN if _is_auto(plan) else plan

@@ -1,0 +1,118 @@
+"""Asset checks of the chunk tables: Dagster's face of ``corpus_pipeline.quality``.
+
+The checks run inside the asset that produces the table (``check_specs=`` on the asset,
+results yielded after the output) because an ``@asset_check`` over a partitioned asset
+would load every partition. Every spec is ``blocking=True``; whether a failure blocks is
+the result's severity, which ``kb.yaml`` can set per check (``quality.severity``):
+Dagster stops downstream assets only for a failed check with severity ERROR. A blocked
+``child_chunks`` therefore skips ``chunk_embeddings`` and ``search_index`` in the same
+run, the run fails, and ``assets.runner.index_kb`` does not activate the version.
+
+    CHECK_SPECS[asset]                 the AssetCheckSpecs of one asset
+    check_results(asset, outcomes)     CheckOutcome -> AssetCheckResult
+    run_checks(asset, kb, **tables)    thresholds + the asset's suite -> results
+    distribution_metadata(table, ...)  p5/p50/p95, counts by chunk_type, histogram
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from typing import Any
+
+import pyarrow as pa
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, MetadataValue
+
+from corpus_pipeline.kbconfig import KnowledgeBase
+from corpus_pipeline.quality.catalog import ASSETS, checks_for
+from corpus_pipeline.quality.outcome import CheckOutcome
+
+CHECK_SPECS: dict[str, list[AssetCheckSpec]] = {
+    asset: [AssetCheckSpec(name=c.name, asset=asset, description=c.description, blocking=True) for c in checks_for(asset)]
+    for asset in ASSETS
+}
+
+
+def _examples_md(examples: list[dict[str, Any]]) -> str:
+    if not examples:
+        return ""
+    cols = list(dict.fromkeys(k for e in examples for k in e))
+    esc = lambda v: str("" if v is None else v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(esc(e.get(c)) for c in cols) + " |" for e in examples]
+    return "\n".join(lines)
+
+
+def check_results(asset_name: str, outcomes: list[CheckOutcome]) -> list[AssetCheckResult]:
+    """One AssetCheckResult per outcome: severity ERROR (blocking) or WARN, and metadata
+    with the counts, the threshold, what was observed and a few example rows."""
+    results = []
+    for o in outcomes:
+        metadata: dict[str, Any] = {
+            "checked": o.checked,
+            "failed": o.failed,
+            "blocking": o.blocking,
+            "engine": o.engine,
+            "message": o.message,
+            "threshold": MetadataValue.json(json.loads(json.dumps(o.threshold, default=str))),
+        }
+        if o.observed:
+            metadata["observed"] = MetadataValue.json(json.loads(json.dumps(o.observed, default=str)))
+        if o.examples:
+            metadata["examples"] = MetadataValue.md(_examples_md(o.examples))
+        results.append(
+            AssetCheckResult(
+                asset_key=asset_name,
+                check_name=o.name,
+                passed=o.passed,
+                severity=AssetCheckSeverity.ERROR if o.severity == "ERROR" else AssetCheckSeverity.WARN,
+                description=o.message,
+                metadata=metadata,
+            )
+        )
+    return results
+
+
+def _crashed(asset_name: str, exc: BaseException) -> list[CheckOutcome]:
+    """A suite that raised is a failed check, never a silent pass."""
+    msg = f"the check could not run: {type(exc).__name__}: {exc}"
+    tail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    return [
+        CheckOutcome(c.name, asset_name, False, "ERROR", 0, 1, f"{c.name}: {msg}", observed={"error": tail}, engine="none")
+        for c in checks_for(asset_name)
+    ]
+
+
+def run_checks(asset_name: str, kb: KnowledgeBase, **tables: Any) -> list[AssetCheckResult]:
+    """Resolve the KB's thresholds and run the asset's suite over this partition's tables
+    (``parents``/``texts`` for parent_blocks; ``children``/``parents``/``texts`` for
+    child_chunks; ``embeddings``/``children`` for chunk_embeddings)."""
+    from corpus_pipeline.quality.bounds import resolve_thresholds
+    from corpus_pipeline.quality.suites import run_suite
+
+    try:
+        outcomes = run_suite(asset_name, resolve_thresholds(kb), **tables)
+    except Exception as exc:  # noqa: BLE001 - reported as failed blocking checks
+        outcomes = _crashed(asset_name, exc)
+    return check_results(asset_name, outcomes)
+
+
+def distribution_metadata(table: pa.Table, kb: KnowledgeBase | None = None) -> dict[str, Any]:
+    """Per-partition distribution for the asset's materialization: count, counts by
+    chunk_type, min/p5/p50/p95/max of char_count and token_count, and a histogram."""
+    from corpus_pipeline.quality.stats import histogram_markdown, table_stats
+    from corpus_pipeline.tokens import token_counter_for
+
+    limit = token_counter_for(kb.config.embedding.model).max_tokens if kb is not None else None
+    stats = table_stats(table, token_limit=limit)
+    meta: dict[str, Any] = {"distribution": MetadataValue.json(stats)}
+    for col in ("char_count", "token_count"):
+        for q in ("p5", "p50", "p95"):
+            v = (stats.get(col) or {}).get(q)
+            if v is not None:
+                meta[f"{col}_{q}"] = v
+    if stats.get("by_chunk_type"):
+        meta["by_chunk_type"] = MetadataValue.json(stats["by_chunk_type"])
+    if stats.get("count"):
+        meta["histogram"] = MetadataValue.md(histogram_markdown(table, "token_count", limit=limit))
+    return meta

@@ -1,0 +1,243 @@
+"""Thresholds of the quality checks, derived from the KB's plan and embedding model.
+
+The size bound of a pipeline is the bound of its last step that declares one (a later
+step without a bound only splits further, so the earlier bound still holds):
+
+    RECURSIVE       max_chars, or max_tokens when size_unit is tokens
+    SLIDING_WINDOW  1.5 x chunk_size (a kept paragraph or a merged small chunk may reach it);
+                    min_chunk_size as the minimum
+    SEMANTIC        max_chars / max_tokens; min_chars / min_tokens as the minimum
+    PROPOSITION     1.5 x max_chunk_size (its fallback is SLIDING_WINDOW); min_chunk_size
+    LLM             max(llm_max_chars, fallback_max_chars) characters
+    STRUCTURE       none: sections are not size-bounded
+
+A child pipeline with no bound inherits its parent pipeline's (children lie inside
+parents). Values set under ``quality:`` in ``kb.yaml`` replace the derived ones. Without
+a declared minimum the minimum is a tenth of the bound. The token limit is the embedding
+model's (``max_seq_length - 2``); the expected vector dimension is read from the model
+folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from corpus_pipeline.chunking.plan import Plan, Step
+from corpus_pipeline.errors import ConfigError
+from corpus_pipeline.kbconfig import KnowledgeBase, match_glob
+from corpus_pipeline.quality.catalog import BY_NAME
+from corpus_pipeline.quality.config import QuantileRanges, SizeQuality
+
+QUANTILES = ("p5", "p50", "p95")
+_SW_TOLERANCE = 1.5
+
+
+@dataclass(frozen=True)
+class SizeLimits:
+    """Size bounds for the chunks of one plan's pipeline (``None``: not bounded)."""
+
+    max_chars: int | None = None
+    max_tokens: int | None = None
+    min_chars: int | None = None
+    min_tokens: int | None = None
+    source: str = ""  # where the bound comes from, e.g. "child RECURSIVE max_chars=800"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None and v != ""}
+
+
+@dataclass(frozen=True)
+class TableThresholds:
+    """Thresholds for one table: per-document size limits (plan overrides are matched by
+    the document's path, first match wins), the share allowed under the minimum, and the
+    allowed ranges of the char_count / token_count quantiles."""
+
+    default: SizeLimits = field(default_factory=SizeLimits)
+    overrides: tuple[tuple[str, SizeLimits], ...] = ()
+    small_share: float = 0.1
+    char_count: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    token_count: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+
+    def limits_for(self, doc_path: str | None) -> SizeLimits:
+        for pattern, limits in self.overrides:
+            if doc_path is not None and match_glob(doc_path, pattern):
+                return limits
+        return self.default
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Everything the checks of one partition compare against."""
+
+    token_limit: int
+    token_slack: int = 2
+    child: TableThresholds = field(default_factory=TableThresholds)
+    parent: TableThresholds = field(default_factory=TableThresholds)
+    embedding_dimension: int | None = None
+    severity: dict[str, str] = field(default_factory=dict)  # check name -> "ERROR" | "WARN"
+
+    def severity_of(self, check: str) -> str:
+        return self.severity.get(check, BY_NAME[check].severity)
+
+
+# --------------------------------------------------------------------------- plan bounds
+
+
+def _step_bound(step: Step) -> tuple[str, int | None, int | None, str] | None:
+    """(unit, max, min, description) of one step, or None when it declares no bound."""
+    cfg, name = step.config, step.strategy
+    unit = getattr(cfg, "size_unit", "chars")
+    tok = unit == "tokens"
+    if name == "STRUCTURE":
+        return None
+    if name == "RECURSIVE":
+        return unit, cfg.max_tokens if tok else cfg.max_chars, None, f"{name} {'max_tokens' if tok else 'max_chars'}"
+    if name == "SLIDING_WINDOW":
+        return unit, math.floor(cfg.chunk_size * _SW_TOLERANCE), cfg.min_chunk_size or None, f"{name} 1.5 x chunk_size"
+    if name == "SEMANTIC":
+        mx, mn = (cfg.max_tokens, cfg.min_tokens) if tok else (cfg.max_chars, cfg.min_chars)
+        return unit, mx, mn or None, f"{name} {'max_tokens' if tok else 'max_chars'}"
+    if name == "PROPOSITION":
+        return "chars", math.floor(cfg.max_chunk_size * _SW_TOLERANCE), cfg.min_chunk_size or None, f"{name} 1.5 x max_chunk_size"
+    if name == "LLM":
+        return "chars", max(cfg.llm_max_chars, cfg.fallback_max_chars), None, f"{name} llm_max_chars"
+    # A strategy this module does not know: the usual key names, if it has them.
+    for key in (("max_tokens",) if tok else ()) + ("max_chars", "chunk_size", "max_chunk_size"):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return ("tokens" if key == "max_tokens" else unit), value, None, f"{name} {key}"
+    return None
+
+
+def pipeline_limits(steps: Sequence[Step], role: str) -> SizeLimits | None:
+    """The bound of a pipeline: its last step that declares one."""
+    for step in reversed(steps):
+        found = _step_bound(step)
+        if found is None:
+            continue
+        unit, mx, mn, what = found
+        desc = f"{role} {what}={mx}"
+        if unit == "tokens":
+            return SizeLimits(max_tokens=mx, min_tokens=mn, source=desc)
+        return SizeLimits(max_chars=mx, min_chars=mn, source=desc)
+    return None
+
+
+def plan_limits(plan: Plan, table: str) -> SizeLimits:
+    """Limits of ``table`` ("child" or "parent") under one plan."""
+    parent = pipeline_limits(plan.parent, "parent") if plan.parent else None
+    if table == "parent":
+        return parent or SizeLimits(source="parent pipeline declares no size bound")
+    child = pipeline_limits(plan.child, "child")
+    return child or parent or SizeLimits(source="child and parent pipelines declare no size bound")
+
+
+def _apply(limits: SizeLimits, cfg: SizeQuality) -> SizeLimits:
+    """Configured values replace derived ones; a missing minimum is a tenth of the bound."""
+    src = limits.source
+    mx_c = cfg.max_chars if cfg.max_chars is not None else limits.max_chars
+    mx_t = cfg.max_tokens if cfg.max_tokens is not None else limits.max_tokens
+    if cfg.max_chars is not None or cfg.max_tokens is not None:
+        src = "kb.yaml quality"
+    mn_c = cfg.min_chars if cfg.min_chars is not None else limits.min_chars
+    mn_t = cfg.min_tokens if cfg.min_tokens is not None else limits.min_tokens
+    if mn_c is None and mn_t is None:
+        if mx_c is not None:
+            mn_c = mx_c // 10
+        elif mx_t is not None:
+            mn_t = mx_t // 10
+    return SizeLimits(mx_c, mx_t, mn_c, mn_t, src)
+
+
+def _ranges(configured: QuantileRanges | None, derived: dict[str, tuple[float | None, float | None]]) -> dict[str, tuple[float | None, float | None]]:
+    out = dict(derived)
+    if configured is not None:
+        for q in QUANTILES:
+            v = getattr(configured, q)
+            if v is not None:
+                out[q] = (v[0], v[1])
+    return {q: out[q] for q in QUANTILES if q in out}
+
+
+def _table(kb: KnowledgeBase, table: str, cfg: SizeQuality, token_limit: int | None) -> TableThresholds:
+    default = _apply(plan_limits(kb.plan, table), cfg)
+    overrides = tuple((ov.match, _apply(plan_limits(ov.plan, table), cfg)) for ov in kb.overrides)
+    every = [default] + [lim for _, lim in overrides]
+    chars = [lim.max_chars for lim in every if lim.max_chars is not None]
+    toks = [lim.max_tokens for lim in every if lim.max_tokens is not None]
+    char_q: dict[str, tuple[float | None, float | None]] = {}
+    tok_q: dict[str, tuple[float | None, float | None]] = {}
+    if chars:
+        char_q = {"p50": (min(chars) // 20, None), "p95": (None, max(chars))}
+    if toks:
+        tok_q = {"p50": (min(toks) // 20, None), "p95": (None, max(toks))}
+    if token_limit is not None:
+        hi = tok_q.get("p95", (None, None))[1]
+        tok_q["p95"] = (None, min(hi, token_limit) if hi is not None else token_limit)
+    return TableThresholds(
+        default=default,
+        overrides=overrides,
+        small_share=cfg.small_share,
+        char_count=_ranges(cfg.char_count, char_q),
+        token_count=_ranges(cfg.token_count, tok_q),
+    )
+
+
+def model_dimension(model: str) -> int | None:
+    """The vector size of a local sentence-transformers model, read from its files
+    (last Dense layer's ``out_features``, else the pooling dimension); None if unknown."""
+    from corpus_pipeline.tokens import resolve_model_path
+
+    path = resolve_model_path(model)
+    if path is None:
+        return None
+    dim: int | None = None
+    modules = path / "modules.json"
+    try:
+        entries = json.loads(modules.read_text(encoding="utf-8")) if modules.exists() else []
+        for m in entries:
+            cfg_file = Path(path, m.get("path", ""), "config.json")
+            if not m.get("path") or not cfg_file.exists():
+                continue
+            cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+            if "out_features" in cfg:
+                dim = int(cfg["out_features"])
+            elif "word_embedding_dimension" in cfg:
+                dim = int(cfg["word_embedding_dimension"])
+        if dim is None and (path / "config.json").exists():
+            hidden = json.loads((path / "config.json").read_text(encoding="utf-8")).get("hidden_size")
+            dim = int(hidden) if hidden else None
+    except (OSError, ValueError, TypeError):
+        return None
+    return dim
+
+
+def resolve_thresholds(kb: KnowledgeBase) -> Thresholds:
+    """The thresholds of a KB: ``kb.yaml``'s ``quality:`` over defaults from its plans and
+    embedding model. Raises ConfigError for a token limit above the model's."""
+    from corpus_pipeline.tokens import token_counter_for
+
+    q = kb.config.quality
+    model = kb.config.embedding.model
+    model_limit = token_counter_for(model).max_tokens
+    limit = model_limit
+    if q.token_limit is not None:
+        if q.token_limit > model_limit:
+            raise ConfigError(
+                f"{kb.path / 'kb.yaml'}: quality.token_limit = {q.token_limit} is above the limit of the "
+                f"embedding model {model!r} ({model_limit} tokens); allowed 8..{model_limit}. Longer chunks "
+                "would be truncated silently: lower it or leave it unset."
+            )
+        limit = q.token_limit
+    return Thresholds(
+        token_limit=limit,
+        token_slack=q.token_slack,
+        child=_table(kb, "child", q.child, limit),
+        parent=_table(kb, "parent", q.parent, None),
+        embedding_dimension=q.embedding.dimension or model_dimension(model),
+        severity={k: v.upper() for k, v in q.severity.items()},
+    )

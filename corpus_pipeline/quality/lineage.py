@@ -1,0 +1,280 @@
+"""Lineage of one chunk: where it came from, which plan cut it, which run wrote it.
+
+``trace_chunk(layout, chunk_id)`` finds the chunk by scanning every child_chunks
+partition with DuckDB (``read_parquet('<warehouse>/child_chunks/*/*/*.parquet')`` with a
+predicate on ``chunk_id``; a unique prefix of at least 8 characters also works) and
+gathers, from the Parquet partitions and their ``_manifest.json`` files only (no Dagster):
+
+    chunk          the row (text, offsets, sizes, strategy, type, section, page)
+    parent         its parent block
+    blocks         the parsed blocks its span overlaps (type, page, section, offsets)
+    document       path, format, content hash, pages, offsets and the source excerpt with
+                   the chunk's span highlighted (checked against the canonical text)
+    plan           the document's plan (the KB's or the matching override) with every
+                   step's configuration, as registered for the strategy version
+    fallbacks      fallbacks and special cuts recorded in the chunk's and parent's metadata
+                   (and an image chunk's description status)
+    run            the Dagster run that wrote the chunk (run id, time), and the runs of
+                   the parent blocks, embeddings and parse it depends on
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from corpus_pipeline.errors import StoreError
+from corpus_pipeline.paths import Layout
+from corpus_pipeline.store.parquet import read_manifest
+from corpus_pipeline.versioning import active_version
+
+HIGHLIGHT = ("«", "»")  # around the chunk's span in ``excerpt.highlighted``
+_FLAG_KEYS = ("hard_cut", "forced_split", "merged_small", "split_reason", "degraded", "degrade_reason")
+_MIN_PREFIX = 8
+
+
+def _q(path: Path | str) -> str:
+    return str(path).replace("'", "''")
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def _json(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"raw": text}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def find_chunk(layout: Layout, chunk_id: str) -> dict[str, Any]:
+    """The child_chunks row of ``chunk_id`` (with ``_file``: the Parquet file it is in)."""
+    files = sorted(layout.table_dir("child_chunks").glob("*/*/*.parquet"))
+    if not files:
+        raise StoreError(
+            f"no child_chunks under {layout.warehouse}; index a knowledge base first (`corpus index`)."
+        )
+    chunk_id = chunk_id.strip()
+    glob = _q(layout.table_dir("child_chunks") / "*" / "*" / "*.parquet")
+    con = duckdb.connect()
+    try:
+        src = f"read_parquet('{glob}', hive_partitioning=false, union_by_name=true, filename='_file')"
+        rows = _rows(con, f"select * from {src} where chunk_id = ?", [chunk_id])
+        if not rows and len(chunk_id) >= _MIN_PREFIX:
+            rows = _rows(con, f"select * from {src} where starts_with(chunk_id, ?) limit 6", [chunk_id])
+            if len(rows) > 1:
+                ids = ", ".join(r["chunk_id"] for r in rows[:5])
+                raise StoreError(f"chunk id prefix {chunk_id!r} is ambiguous: {ids}{', …' if len(rows) > 5 else ''}")
+    finally:
+        con.close()
+    if not rows:
+        raise StoreError(
+            f"chunk {chunk_id!r} was not found in {len(files)} child_chunks partition(s) under "
+            f"{layout.table_dir('child_chunks')}. Chunk ids come from `corpus search --json` (hits[].chunk_id); "
+            "a retired version's chunks are gone."
+        )
+    return rows[0]
+
+
+def _partition_of(file: str) -> tuple[str, str]:
+    p = Path(file)
+    version = p.parent.name.split("=", 1)[1]
+    kb = p.parent.parent.name.split("=", 1)[1]
+    return kb, version
+
+
+def _one(con: duckdb.DuckDBPyConnection, path: Path, where: str, params: list[Any]) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    rows = _rows(con, f"select * from read_parquet('{_q(path)}') where {where} limit 1", params)
+    return rows[0] if rows else None
+
+
+def _run_of(folder: Path) -> dict[str, Any] | None:
+    m = read_manifest(folder)
+    if not m:
+        return None
+    return {k: m.get(k) for k in ("run_id", "written_at", "asset", "partition") if m.get(k) is not None}
+
+
+def _plan_for(layout: Layout, kb: str, version: str, doc: dict[str, Any] | None) -> dict[str, Any]:
+    f = layout.versions / kb / f"{version}.json"
+    info: dict[str, Any] = {}
+    if f.exists():
+        try:
+            info = json.loads(f.read_text(encoding="utf-8"))
+        except ValueError:
+            info = {}
+    inputs = info.get("inputs") or {}
+    override = (doc or {}).get("override")
+    plan = inputs.get("plan") or {}
+    if override:
+        plan = next((o.get("plan") or {} for o in inputs.get("overrides") or [] if o.get("match") == override), plan)
+    return {
+        "snapshot": plan.get("snapshot") or (doc or {}).get("plan"),
+        "override": override,
+        "parent": plan.get("parent"),
+        "child": plan.get("child"),
+        "embedding_model": inputs.get("embedding_model"),
+        "strategy_code_versions": inputs.get("strategy_code_versions"),
+        "registered": f.exists(),
+    }
+
+
+def _fallbacks(level: str, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if any(k.startswith("fallback") for k in meta):
+        out.append(
+            {
+                "level": level,
+                "from": meta.get("fallback_from"),
+                "to": meta.get("fallback_to"),
+                "reason": meta.get("fallback_reason"),
+            }
+        )
+    flags = {k: meta[k] for k in _FLAG_KEYS if meta.get(k) not in (None, False, "")}
+    if flags:
+        out.append({"level": level, "flags": flags})
+    return out
+
+
+def _excerpt(text: str, start: int, end: int, overlap: int, context: int) -> dict[str, Any]:
+    a, b = max(0, start - context), min(len(text), end + context)
+    before, span, after = text[a:start], text[start:end], text[end:b]
+    return {
+        "start_offset": start,
+        "end_offset": end,
+        "context_start": a,
+        "context_end": b,
+        "before": before,
+        "span": span,
+        "after": after,
+        "overlap_chars": overlap,
+        "highlighted": ("…" if a > 0 else "") + before + HIGHLIGHT[0] + span + HIGHLIGHT[1] + after + ("…" if b < len(text) else ""),
+    }
+
+
+def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> dict[str, Any]:
+    """Everything known about one chunk's origin, as plain JSON-ready data."""
+    row = find_chunk(layout, chunk_id)
+    kb, version = _partition_of(row.pop("_file"))
+    chunk_meta = _json(row.get("metadata"))
+    chunk = {k: v for k, v in row.items() if k != "metadata"}
+    chunk["metadata"] = chunk_meta
+    doc_id = row["doc_id"]
+    con = duckdb.connect()
+    try:
+        parent = _one(con, layout.partition_dir("parent_blocks", kb, version) / "data.parquet", "parent_id = ?", [row["parent_id"]])
+        parsed_dir = layout.partition_dir("parsed_blocks", kb)
+        doc = _one(con, layout.partition_dir("documents", kb) / "data.parquet", "doc_id = ?", [doc_id])
+        texts = _one(con, parsed_dir / "texts.parquet", "doc_id = ?", [doc_id])
+        blocks: list[dict[str, Any]] = []
+        if (parsed_dir / "blocks.parquet").exists():
+            if row.get("derived") and row.get("block_index") is not None:
+                where, params = "doc_id = ? and block_index = ?", [doc_id, row["block_index"]]
+            else:
+                where, params = "doc_id = ? and start_offset < ? and end_offset > ?", [doc_id, row["end_offset"], row["start_offset"]]
+            blocks = _rows(
+                con,
+                f"select block_index, block_type, page_num, section_path, level, start_offset, end_offset, image_id, "
+                f"left(text, 160) as text_start from read_parquet('{_q(parsed_dir / 'blocks.parquet')}') "
+                f"where {where} order by block_index",
+                params,
+            )
+        image = None
+        if row.get("image_id"):
+            image = _one(
+                con, layout.partition_dir("image_descriptions", kb) / "data.parquet", "image_id = ? and doc_id = ?",
+                [row["image_id"], doc_id],
+            )
+    finally:
+        con.close()
+
+    notes: list[str] = []
+    canonical = (texts or {}).get("text")
+    document: dict[str, Any] = {"doc_id": doc_id, "path": row.get("doc_path")}
+    if doc:
+        document.update(
+            {
+                "path": doc["path"],
+                "absolute_path": str(layout.kb_dir(kb) / doc["path"]),
+                "format": doc.get("format"),
+                "size_bytes": doc.get("size_bytes"),
+                "content_hash": doc.get("content_hash"),
+            }
+        )
+    pages = sorted({b["page_num"] for b in blocks if b.get("page_num") is not None})
+    document["page_num"] = row.get("page_num")
+    document["pages"] = pages
+    document["start_offset"], document["end_offset"] = row["start_offset"], row["end_offset"]
+    document["section_path"] = row.get("section_path")
+    if canonical is not None:
+        document["excerpt"] = _excerpt(canonical, row["start_offset"], row["end_offset"], row.get("overlap_chars") or 0, context_chars)
+        if not row.get("derived"):
+            ok = canonical[row["start_offset"] : row["end_offset"]] == row["text"]
+            document["offsets_verified"] = ok
+            if not ok:
+                notes.append(
+                    "the chunk's text no longer equals canonical_text[start:end]: the document was parsed again "
+                    "after this version was chunked (parsed_blocks is per KB, not per version), so the excerpt "
+                    "and blocks come from the newer parse."
+                )
+    else:
+        notes.append("the document's canonical text is not in parsed_blocks any more (removed or failed to parse).")
+    if parent and doc and parent.get("content_hash") and doc.get("content_hash") != parent.get("content_hash"):
+        notes.append("the document's file changed since this version was chunked (content hash differs).")
+
+    fallbacks = _fallbacks("child", chunk_meta)
+    parent_out = None
+    if parent:
+        pmeta = _json(parent.get("metadata"))
+        fallbacks += _fallbacks("parent", pmeta)
+        parent_out = {k: v for k, v in parent.items() if k not in ("metadata", "kb", "strategy_version")}
+        parent_out["metadata"] = pmeta
+    else:
+        notes.append(f"parent block {row['parent_id']} is not in parent_blocks of {kb}@{version}.")
+    if image:
+        fallbacks.append(
+            {
+                "level": "image",
+                "status": image.get("status"),
+                "degraded": bool(image.get("degraded")),
+                "reason": image.get("degrade_reason"),
+                "model": image.get("model"),
+            }
+        )
+
+    runs = {
+        "child_chunks": _run_of(layout.partition_dir("child_chunks", kb, version)),
+        "parent_blocks": _run_of(layout.partition_dir("parent_blocks", kb, version)),
+        "chunk_embeddings": _run_of(layout.partition_dir("chunk_embeddings", kb, version)),
+        "parsed_blocks": _run_of(parsed_dir),
+        "documents": _run_of(layout.partition_dir("documents", kb)),
+    }
+    if runs["child_chunks"] is None:
+        notes.append("the child_chunks partition has no _manifest.json (written before runs were recorded).")
+    return {
+        "chunk_id": row["chunk_id"],
+        "kb": kb,
+        "strategy_version": version,
+        "active": active_version(layout.versions, kb) == version,
+        "chunk": chunk,
+        "parent": parent_out,
+        "blocks": blocks,
+        "document": document,
+        "plan": _plan_for(layout, kb, version, doc),
+        "strategy": {"name": row.get("strategy"), "code_version": row.get("strategy_code_version")},
+        "fallbacks": fallbacks,
+        "run": runs["child_chunks"],
+        "runs": runs,
+        "notes": notes,
+    }

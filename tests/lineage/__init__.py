@@ -1,0 +1,1 @@
+"""Lineage and stats through the ``corpus`` CLI."""

@@ -1,0 +1,1 @@
+"""Data-quality checks: thresholds, GX suites, stats, and blocking in real Dagster runs."""

@@ -1,0 +1,243 @@
+"""Each quality check fails on a small literal partition built to break it, and a clean
+partition passes every check; the stated exceptions (image chunks, a parent's last
+chunk) are tolerated."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from corpus_pipeline.quality.bounds import SizeLimits, TableThresholds, Thresholds
+from corpus_pipeline.quality.catalog import BY_NAME, CHECKS
+from corpus_pipeline.quality.suites import (
+    check_child_chunks,
+    check_chunk_embeddings,
+    check_parent_blocks,
+)
+
+DOC = "Alpha beta gamma delta. Epsilon zeta eta theta. Iota kappa lambda mu. Nu xi omicron pi rho."
+OTHER = "Sigma tau upsilon phi. Chi psi omega."
+TEXTS = {"d1": DOC, "d2": OTHER}
+THRESHOLDS = Thresholds(
+    token_limit=20,
+    token_slack=0,
+    child=TableThresholds(default=SizeLimits(max_chars=50, min_chars=10), small_share=0.0),
+    parent=TableThresholds(default=SizeLimits(max_chars=120)),
+    embedding_dimension=4,
+)
+
+
+def _h(t: str) -> str:
+    return hashlib.sha256(t.encode()).hexdigest()
+
+
+def _parents() -> pd.DataFrame:
+    rows = []
+    for i, (doc, text) in enumerate(TEXTS.items()):
+        rows.append(
+            {
+                "parent_id": f"p{i}", "parent_index": 0, "doc_id": doc, "doc_path": f"{doc}.md", "text": text,
+                "start_offset": 0, "end_offset": len(text), "char_count": len(text), "token_count": len(text.split()),
+                "overlap_chars": 0, "derived": False, "strategy": "RECURSIVE",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _child(cid: str, pid: str, doc: str, idx: int, start: int, end: int, **kw: Any) -> dict[str, Any]:
+    text = kw.pop("text", TEXTS[doc][start:end])
+    row = {
+        "chunk_id": cid, "parent_id": pid, "chunk_index": idx, "chunk_type": "TEXT", "doc_id": doc,
+        "doc_path": f"{doc}.md", "text": text, "start_offset": start, "end_offset": end, "char_count": len(text),
+        "token_count": len(text.split()), "overlap_chars": 0, "derived": False, "strategy": "RECURSIVE",
+        "text_hash": _h(text),
+    }
+    row.update(kw)
+    return row
+
+
+def _children() -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            _child("c0", "p0", "d1", 0, 0, 47),  # "Alpha ... theta."
+            _child("c1", "p0", "d1", 1, 48, 90),  # "Iota ... rho."
+            _child("c2", "p1", "d2", 0, 0, 37),
+            # An image chunk: derived text (a description), the span of the image in the
+            # source, longer than the plan's max_chars: tolerated by the size and offset rules.
+            _child("c3", "p1", "d2", 1, 23, 37, chunk_type="IMAGE", derived=True,
+                   text="[image] a diagram of the sigma to omega pipeline with three stages and arrows"),
+        ]
+    )
+
+
+def _embeddings(children: pd.DataFrame, dim: int = 4) -> pa.Table:
+    rng = np.random.default_rng(0)
+    vecs = rng.normal(size=(len(children), dim)).astype(np.float32)
+    return pa.table(
+        {
+            "chunk_id": children["chunk_id"].tolist(),
+            "model": ["m"] * len(children),
+            "text_hash": children["text_hash"].tolist(),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim),
+        }
+    )
+
+
+def _texts(extra: dict[str, str] | None = None) -> pa.Table:
+    docs = {**TEXTS, **(extra or {})}
+    return pa.table(
+        {
+            "doc_id": list(docs), "path": [f"{d}.md" for d in docs], "status": ["OK"] * len(docs),
+            "text": list(docs.values()),
+        }
+    )
+
+
+def _by_name(outcomes) -> dict[str, Any]:
+    return {o.name: o for o in outcomes}
+
+
+def _run_all(parents=None, children=None, texts=None, embeddings=None, th=THRESHOLDS, asset: str | None = None) -> dict[str, Any]:
+    """The suites of every asset (or of one: GX costs ~0.1-1 s per suite)."""
+    parents = _parents() if parents is None else parents
+    children = _children() if children is None else children
+    texts = _texts() if texts is None else texts
+    embeddings = _embeddings(children) if embeddings is None else embeddings
+    out = {}
+    if asset in (None, "parent_blocks"):
+        out.update(_by_name(check_parent_blocks(parents, texts, th)))
+    if asset in (None, "child_chunks"):
+        out.update(_by_name(check_child_chunks(children, parents, texts, th)))
+    if asset in (None, "chunk_embeddings"):
+        out.update(_by_name(check_chunk_embeddings(embeddings, children, th)))
+    return out
+
+
+def test_a_clean_partition_passes_every_check_and_reports_every_catalog_check():
+    outcomes = _run_all()
+    assert set(outcomes) == {c.name for c in CHECKS}
+    failed = {n: o.message for n, o in outcomes.items() if not o.passed}
+    assert failed == {}
+    assert outcomes["child_token_limit"].checked == 4 and outcomes["child_token_limit"].threshold["max_tokens"] == 20
+    assert outcomes["child_token_limit"].severity == "ERROR" and outcomes["child_token_limit"].blocking
+    assert outcomes["child_quantiles"].severity == "WARN"
+
+
+def _set(df: pd.DataFrame, row: int, **values: Any) -> pd.DataFrame:
+    df = df.copy()
+    for k, v in values.items():
+        df.at[row, k] = v
+    return df
+
+
+def _vectors(values: list[list[float]], children: pd.DataFrame) -> pa.Table:
+    return pa.table(
+        {
+            "chunk_id": children["chunk_id"].tolist()[: len(values)],
+            "model": ["m"] * len(values),
+            "text_hash": children["text_hash"].tolist()[: len(values)],
+            "vector": pa.array(values, pa.list_(pa.float32())),
+        }
+    )
+
+
+def _th(**changes: Any) -> Thresholds:
+    return dataclasses.replace(THRESHOLDS, **changes)
+
+
+OK4 = [[0.5, 0.5, 0.5, 0.5]]
+
+BREAKERS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+    ("parent_not_empty", lambda: {"parents": _set(_parents(), 1, text="  \n ")}),
+    ("parent_unique", lambda: {"parents": pd.concat([_parents(), _parents().iloc[[0]]], ignore_index=True)}),
+    ("parent_offsets_valid", lambda: {"parents": _set(_parents(), 0, start_offset=3)}),
+    ("parent_offsets_valid", lambda: {"parents": _set(_parents(), 1, end_offset=500)}),
+    ("parent_offsets_valid", lambda: {"parents": _set(_parents(), 1, char_count=7)}),
+    ("parent_size_within_plan", lambda: {"th": _th(parent=TableThresholds(default=SizeLimits(max_chars=60)))}),
+    ("parent_quantiles", lambda: {"th": _th(parent=TableThresholds(default=SizeLimits(max_chars=120), char_count={"p50": (100, None)}))}),
+    ("documents_have_parents", lambda: {"texts": _texts({"d3": "A third document with text but no parent."})}),
+    ("child_not_empty", lambda: {"children": _set(_children(), 1, text="   ")}),
+    ("child_unique", lambda: {"children": _set(_children(), 1, chunk_id="c0")}),
+    ("child_unique", lambda: {"children": pd.concat([_children(), _children().iloc[[0]].assign(chunk_id="c9")], ignore_index=True)}),
+    ("child_duplicate_text", lambda: {"children": pd.concat([_children(), _children().iloc[[0]].assign(chunk_id="c9", chunk_index=7)], ignore_index=True)}),
+    ("child_offsets_valid", lambda: {"children": _set(_children(), 1, start_offset=49)}),
+    ("child_offsets_valid", lambda: {"children": _set(_children(), 2, start_offset=30, end_offset=20)}),
+    ("child_offsets_valid", lambda: {"children": _set(_children(), 0, doc_id="unknown-doc")}),
+    ("child_inside_parent", lambda: {"children": _set(_children(), 1, parent_id="missing")}),
+    ("child_inside_parent", lambda: {"children": _set(_children(), 2, parent_id="p0")}),
+    (
+        "child_inside_parent",
+        lambda: {"parents": _set(_parents(), 0, end_offset=60, text=DOC[:60], char_count=60)},
+    ),
+    ("child_size_within_plan", lambda: {"th": _th(child=TableThresholds(default=SizeLimits(max_chars=40, min_chars=1)))}),
+    ("child_size_within_plan", lambda: {"th": _th(child=TableThresholds(default=SizeLimits(max_tokens=5)))}),
+    ("child_size_above_minimum", lambda: {"th": _th(child=TableThresholds(default=SizeLimits(max_chars=50, min_chars=48)))}),
+    ("child_token_limit", lambda: {"children": _set(_children(), 0, token_count=300)}),
+    ("child_token_limit", lambda: {"children": _set(_children(), 3, token_count=21)}),  # image chunks are embedded too
+    ("child_quantiles", lambda: {"th": _th(child=TableThresholds(default=SizeLimits(max_chars=50), token_count={"p95": (None, 5)}))}),
+    ("documents_have_chunks", lambda: {"children": _children().iloc[:2].reset_index(drop=True)}),
+    ("embedding_dimension", lambda: {"embeddings": _embeddings(_children(), dim=3)}),
+    ("embedding_dimension", lambda: {"embeddings": _vectors(OK4 * 3 + [[0.5, 0.5, 0.5]], _children())}),
+    ("embedding_values_finite", lambda: {"embeddings": _vectors(OK4 * 3 + [[0.5, float("nan"), 0.5, 0.5]], _children())}),
+    ("embedding_values_finite", lambda: {"embeddings": _vectors(OK4 * 3 + [[0.0, 0.0, 0.0, 0.0]], _children())}),
+    ("embeddings_cover_chunks", lambda: {"embeddings": _vectors(OK4 * 3, _children())}),
+    ("embeddings_cover_chunks", lambda: {"embeddings": _embeddings(_set(_children(), 2, text_hash="stale"))}),
+]
+
+
+@pytest.mark.parametrize("check,breaker", BREAKERS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(BREAKERS)])
+def test_each_check_fails_on_a_frame_built_to_break_it(check, breaker):
+    outcomes = _run_all(**breaker(), asset=BY_NAME[check].asset)
+    o = outcomes[check]
+    assert not o.passed, o.message
+    assert o.failed >= 1 and check in o.message
+    assert o.engine == "great_expectations"
+
+
+def test_a_failure_names_the_rows_the_counts_and_what_to_change():
+    children = _set(_set(_children(), 0, token_count=300), 1, token_count=40)
+    o = _by_name(check_child_chunks(children, _parents(), _texts(), THRESHOLDS))["child_token_limit"]
+    assert (o.passed, o.failed, o.checked, o.severity) == (False, 2, 4, "ERROR")
+    assert [e["chunk_id"] for e in o.examples] == ["c0", "c1"]  # worst first
+    assert o.examples[0]["token_count"] == 300 and o.examples[0]["doc_path"] == "d1.md"
+    assert "silently truncates" in o.message and "size_unit: tokens" in o.message
+
+
+def test_the_last_chunk_of_a_parent_may_be_small_and_derived_chunks_are_exempt_from_the_plan_bound():
+    th = _th(child=TableThresholds(default=SizeLimits(max_chars=50, min_chars=44)))
+    # c0 (47 chars) is above 44; c1 (42) is p0's last chunk; c2 (37) is p1's only text
+    # chunk but c3 (an image, derived) comes after it; derived chunks are exempt.
+    outcomes = _by_name(check_child_chunks(_children(), _parents(), _texts(), th))
+    assert outcomes["child_size_above_minimum"].passed
+    assert outcomes["child_size_within_plan"].passed  # c3 is 78 chars: an image chunk
+    assert outcomes["child_offsets_valid"].passed  # c3's text is not its source span
+
+
+def test_quantile_failures_say_which_quantile_and_by_how_much():
+    th = _th(child=TableThresholds(default=SizeLimits(max_chars=50), char_count={"p50": (None, 30), "p95": (None, 100)}))
+    o = _by_name(check_child_chunks(_children(), _parents(), _texts(), th))["child_quantiles"]
+    assert not o.passed and o.severity == "WARN" and not o.blocks
+    assert "char_count p50 = 42 > 30" in o.message
+    assert o.observed["char_count"] == {"p5": 37, "p50": 42, "p95": 47}
+
+
+def test_severity_set_in_kb_yaml_makes_a_warning_block():
+    th = _th(
+        child=TableThresholds(default=SizeLimits(max_chars=50), char_count={"p50": (None, 30)}),
+        severity={"child_quantiles": "ERROR"},
+    )
+    o = _by_name(check_child_chunks(_children(), _parents(), _texts(), th))["child_quantiles"]
+    assert o.severity == "ERROR" and o.blocks
+
+
+def test_an_empty_partition_fails_only_the_document_coverage():
+    empty_children = _children().iloc[0:0]
+    outcomes = _by_name(check_child_chunks(empty_children, _parents(), _texts(), THRESHOLDS))
+    assert {n for n, o in outcomes.items() if not o.passed} == {"documents_have_chunks"}
+    assert outcomes["documents_have_chunks"].failed == 2
