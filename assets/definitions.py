@@ -4,10 +4,12 @@ from dagster import Definitions
 
 from assets.chunks import child_chunks, chunk_embeddings, parent_blocks, search_index
 from assets.documents import documents, image_descriptions, parsed_blocks
+from assets.evaluation import retrieval_eval
 from assets.jobs import index_version_job, parse_kb_job
+from assets.sensors import kb_change_sensor, nightly_reindex
 from resources import CorpusResource, PartitionedParquetIOManager
 
-all_assets = [documents, parsed_blocks, image_descriptions, parent_blocks, child_chunks, chunk_embeddings, search_index]
+all_assets = [documents, parsed_blocks, image_descriptions, parent_blocks, child_chunks, chunk_embeddings, search_index, retrieval_eval]
 
 
 def build_definitions(home: str = "") -> Definitions:
@@ -16,6 +18,8 @@ def build_definitions(home: str = "") -> Definitions:
     return Definitions(
         assets=all_assets,
         jobs=[parse_kb_job, index_version_job],
+        sensors=[kb_change_sensor],
+        schedules=[nightly_reindex],
         resources={
             "corpus": CorpusResource(home=home),
             "io_manager": PartitionedParquetIOManager(warehouse=warehouse),

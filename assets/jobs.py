@@ -11,6 +11,6 @@ parse_kb_job = define_asset_job(
 )
 index_version_job = define_asset_job(
     "index_version",
-    selection=AssetSelection.assets("parent_blocks", "child_chunks", "chunk_embeddings", "search_index"),
-    description="Chunk, embed and index one knowledge base at one strategy version.",
+    selection=AssetSelection.assets("parent_blocks", "child_chunks", "chunk_embeddings", "search_index", "retrieval_eval"),
+    description="Chunk, embed and index one knowledge base at one strategy version; score it on the KB's questions.",
 )

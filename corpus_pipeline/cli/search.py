@@ -1,4 +1,11 @@
-"""``corpus search``: hybrid search over a KB's active strategy version."""
+"""``corpus search``: hybrid search over a KB's active strategy version, with parent elevation.
+
+    corpus search "how long are monthly snapshots kept" --kb product-manual-en [--top-k 5] [--json]
+
+Results are parent blocks (the evidence to give an LLM), each with the child chunks that
+matched (``hits``: chunk id for ``corpus lineage``, fused score, channels, first chars).
+Settings come from the KB's ``search:`` section in ``kb.yaml``.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +18,10 @@ from corpus_pipeline.versioning import active_version
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("search", help="search a knowledge base (vector + keyword, fused)")
+    p = sub.add_parser("search", help="search a knowledge base (vector + keyword, fused, elevated to parent blocks)")
     p.add_argument("query")
     p.add_argument("--kb", required=True, help="knowledge base name (folder under $CORPUS_HOME/kbs)")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=int, default=None, help="parent blocks to return (default: search.final_top_k, 5)")
     p.add_argument("--version", help="strategy version to search (default: the KB's active one)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
@@ -22,21 +29,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from corpus_pipeline.cli import print_json
-    from corpus_pipeline.retrieval import search
+    from corpus_pipeline.retrieval import SearchSettings, search_kb
 
     layout = Layout.from_env()
     kb = resolve_kb(layout.kb_dir(args.kb))
     version = args.version or active_version(layout.versions, kb.name)
     if version is None:
         raise StoreError(f"knowledge base {kb.name!r} has no active version yet; run `corpus index --kb {kb.name}`")
-    hits = search(layout.lancedb, kb.name, version, args.query, model=kb.config.embedding.model, top_k=args.top_k)
+    settings = SearchSettings.from_mapping(kb.config.search).with_(final_top_k=args.top_k)
+    result = search_kb(layout, kb.name, version, args.query, model=kb.config.embedding.model, settings=settings)
     if args.json:
-        print_json({"kb": kb.name, "strategy_version": version, "query": args.query, "results": [h.to_dict() for h in hits]})
+        print_json(result.to_dict(settings))
         return 0
-    print(f"{kb.name} @ {version}: {len(hits)} results for {args.query!r}")
-    for i, h in enumerate(hits, 1):
-        where = f"{h.doc_path}" + (f" — {h.section_path}" if h.section_path else "")
-        snippet = " ".join(h.text.split())
-        print(f"\n{i}. [{h.score:.4f} {'+'.join(h.channels)}] {where}  ({h.chunk_id})")
+    print(f"{kb.name} @ {version}: {len(result.results)} results for {args.query!r}")
+    for w in result.warnings:
+        print(f"  warning: {w}")
+    for i, r in enumerate(result.results, 1):
+        where = r.doc_path + (f" — {r.section_path}" if r.section_path else "")
+        cut = ", cut to budget" if r.truncated else ""
+        print(f"\n{i}. [{r.score:.4f} {'+'.join(r.channels)}] {where}  [{r.start_offset}:{r.end_offset}{cut}]  ({r.parent_id})")
+        snippet = " ".join(r.text.split())
         print(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}")
+        for h in r.hits:
+            preview = " ".join(h.preview(settings.hit_preview_chars).split())
+            print(f"   ↳ {h.chunk_id}  {h.score:.4f} {'+'.join(h.channels)}  {preview}")
+    if result.dropped_by_budget:
+        print(f"\n({len(result.dropped_by_budget)} more parent(s) left out by the {settings.total_evidence_max_chars}-char evidence budget)")
     return 0

@@ -2,8 +2,11 @@
 
 A partition's run overwrites exactly its own table (a new Lance version, so readers never
 see half a write and a re-run never duplicates rows); other KBs and versions are other
-tables. Each table has the child chunks, their vectors, and a full-text index on ``text``
-with the ICU tokenizer, which segments Chinese as well as English.
+tables. Each table has the child chunks, their vectors, and ``keyword_text``: the text as
+the keyword channel analyses it (CJK as overlapping bigrams, identifiers whole and in parts, see
+``corpus_pipeline.retrieval.analysis``) with a full-text index on it (split on spaces, lower-cased, English
+stemmed, stop words removed). Tables written before that column existed have the ICU
+full-text index on ``text``; search handles both.
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ os.environ.setdefault("LANCE_LOG", "error")
 # Below this many rows a flat (exact) vector search is fast enough (~50 ms at 100k rows);
 # an IVF_PQ index costs ~18 s to build on 2 cores and is only worth it past that.
 VECTOR_INDEX_MIN_ROWS = 200_000
+#: Bump when the table's layout or indexing changes: every version's table is then stale
+#: (``corpus_pipeline.freshness``) and rebuilt by the next ``corpus index`` or sensor tick.
+SEARCH_TABLE_VERSION = "2"  # 2: keyword_text column (CJK bigrams) carries the FTS index
+# The analysed text the keyword channel searches (beside the search_schema columns).
+KEYWORD_COLUMN = "keyword_text"
 
 
 def table_name(kb: str, version: str) -> str:
@@ -39,6 +47,10 @@ def write_search_table(db_path: Path, kb: str, version: str, chunks: pa.Table, v
     """Replace the search table of one partition with ``chunks`` and their ``vectors``."""
     from lancedb.index import FTS
 
+    from corpus_pipeline.retrieval.analysis import (
+        keyword_text,  # here: retrieval imports this module
+    )
+
     dim = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 0
     if len(chunks) != len(vectors):
         raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors for {kb}|{version}")
@@ -53,12 +65,19 @@ def write_search_table(db_path: Path, kb: str, version: str, chunks: pa.Table, v
         else:
             cols[f.name] = chunks.column(f.name).cast(f.type)
     table = pa.table(cols, schema=schema)
+    table = table.append_column(
+        KEYWORD_COLUMN, pa.array([keyword_text(t or "") for t in table.column("text").to_pylist()], pa.string())
+    )
     db = connect(db_path)
     name = table_name(kb, version)
     exists = name in list_table_names(db)
     tbl = db.create_table(name, data=table, mode="overwrite" if exists else "create")
     if len(table):
-        tbl.create_index("text", config=FTS(base_tokenizer="icu", stem=False, remove_stop_words=False, ascii_folding=True), replace=True)
+        tbl.create_index(
+            KEYWORD_COLUMN,
+            config=FTS(base_tokenizer="whitespace", language="English", stem=True, remove_stop_words=True, ascii_folding=True),
+            replace=True,
+        )
         if len(table) >= VECTOR_INDEX_MIN_ROWS:
             tbl.create_index("vector", metric="cosine", replace=True)
     return len(table)

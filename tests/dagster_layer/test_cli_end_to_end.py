@@ -36,7 +36,8 @@ def test_index_then_search_in_english_and_chinese(tiny_kb, corpus_home):
     assert out["strategy_version"] == version
     top = out["results"][0]
     assert "12 months" in top["text"] and top["doc_path"] == "harbor.md"
-    assert set(top) >= {"chunk_id", "score", "text", "doc_path"}
+    assert set(top) >= {"parent_id", "score", "text", "doc_path", "start_offset", "end_offset", "hits"}
+    assert set(top["hits"][0]) >= {"chunk_id", "score", "channels", "text"}  # chunk ids, for lineage
 
     r = _run(str(BIN / "corpus"), "search", "线程栈", "--kb", "tiny", "--json", env=env)
     assert r.returncode == 0, r.stderr
