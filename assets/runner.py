@@ -22,7 +22,9 @@ from corpus_pipeline.paths import Layout
 from corpus_pipeline.store.parquet import read_manifest, read_partition
 from corpus_pipeline.versioning import active_version
 
-_QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+# Progress and failures are printed by corpus itself (below); Dagster's console logger
+# would repeat every failure with a stack trace.
+_QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 @dataclass

@@ -7,8 +7,8 @@ Shared by ``corpus index`` and the Dagster sensor, so both redo exactly the same
   size limit, vision settings). The last parse chain writes it to
   ``warehouse/state/<kb>/parse.json`` when it finishes.
 - A version's index state (``state/<kb>/index-<version>.json``) records the parse
-  fingerprint it was built from; the version is stale when that differs from the KB's
-  current parse fingerprint, or when its search table is missing.
+  fingerprint it was built from and the build code's version; the version is stale when
+  either differs from now, or when its search table is missing.
 
 Discovery hashes file contents (streamed, fast), so an edited file with an unchanged
 modification time is still seen.
@@ -73,9 +73,21 @@ def last_parsed(layout: Layout, kb: str) -> str | None:
     return _read(_state_dir(layout, kb) / "parse.json").get("fingerprint")
 
 
+def build_version() -> str:
+    """The version of the code that builds a strategy version's tables (not the strategies,
+    which are in the version itself): a bump makes every built version stale."""
+    from corpus_pipeline.indexing import CHUNK_TABLE_VERSION
+    from corpus_pipeline.store.lance import SEARCH_TABLE_VERSION
+
+    return f"{CHUNK_TABLE_VERSION}.{SEARCH_TABLE_VERSION}"
+
+
 def record_indexed(layout: Layout, kb: str, version: str) -> None:
     """The version was just rebuilt from the KB's last parse."""
-    _write(_state_dir(layout, kb) / f"index-{version}.json", {"parse_fingerprint": last_parsed(layout, kb)})
+    _write(
+        _state_dir(layout, kb) / f"index-{version}.json",
+        {"parse_fingerprint": last_parsed(layout, kb), "build": build_version()},
+    )
 
 
 def forget_version(layout: Layout, kb: str, version: str) -> None:
@@ -103,9 +115,11 @@ def check(layout: Layout, kb: KnowledgeBase, version: str, documents: pa.Table) 
     fp = parse_fingerprint(kb, documents)
     last = last_parsed(layout, kb.name)
     parse_needed = last != fp
-    built_from = _read(_state_dir(layout, kb.name) / f"index-{version}.json").get("parse_fingerprint")
+    state = _read(_state_dir(layout, kb.name) / f"index-{version}.json")
+    built_from = state.get("parse_fingerprint")
     has_table = layout.lancedb.exists() and table_name(kb.name, version) in list_table_names(connect(layout.lancedb))
-    index_needed = parse_needed or built_from != fp or not has_table
+    old_build = state.get("build") != build_version()
+    index_needed = parse_needed or built_from != fp or not has_table or old_build
     if last is None:
         reason = "never parsed"
     elif parse_needed:
@@ -114,6 +128,8 @@ def check(layout: Layout, kb: KnowledgeBase, version: str, documents: pa.Table) 
         reason = f"version {version} not built yet"
     elif built_from != fp:
         reason = f"version {version} was built from an older parse"
+    elif old_build:
+        reason = f"version {version} was built by older code (build {state.get('build')}, now {build_version()})"
     else:
         reason = "nothing changed"
     return Freshness(kb.name, version, fp, parse_needed, index_needed, reason)

@@ -34,6 +34,11 @@ from corpus_pipeline.store import schemas
 from corpus_pipeline.tokens import token_counter_for
 
 
+#: Bump when the chunk tables built here change for the same input and strategy versions
+#: (columns, ids, image chunk rules): built versions are then stale and rebuilt.
+CHUNK_TABLE_VERSION = "2"  # 2: image text cut at the model's token limit
+
+
 def _hid(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:24]
 
@@ -227,8 +232,15 @@ def describe_kb_images(kb: KnowledgeBase, parsed: dict[str, pa.Table], cache_dir
     return _table(rows, schemas.IMAGE_DESCRIPTIONS), stats
 
 
-def image_pieces_by_doc(descriptions: pa.Table, parsed: dict[str, pa.Table]) -> dict[str, list[Piece]]:
-    """IMAGE / TABLE_IMAGE pieces per document, placed at their image block."""
+def image_pieces_by_doc(
+    descriptions: pa.Table, parsed: dict[str, pa.Table], token_counter: Any = None
+) -> dict[str, list[Piece]]:
+    """IMAGE / TABLE_IMAGE pieces per document, placed at their image block.
+
+    An image's text (a description, or OCR of a screenshot) can be longer than the
+    embedding model reads; it is cut at the model's token limit rather than silently
+    truncated by the model, and the piece records ``truncated_from_tokens``.
+    """
     from corpus_pipeline.models import ImageDescription
     from corpus_pipeline.vision import image_pieces
 
@@ -238,7 +250,20 @@ def image_pieces_by_doc(descriptions: pa.Table, parsed: dict[str, pa.Table]) -> 
         r["keywords"] = tuple(r["keywords"] or ())
         r["metadata"] = json.loads(r["metadata"] or "{}")
         by_doc.setdefault(r["doc_id"], []).append(ImageDescription(**r))
-    return {doc_id: image_pieces(descs, blocks.get(doc_id, [])) for doc_id, descs in by_doc.items()}
+    out = {doc_id: image_pieces(descs, blocks.get(doc_id, [])) for doc_id, descs in by_doc.items()}
+    if token_counter is not None:
+        out = {doc_id: [_fit_tokens(p, token_counter) for p in pieces] for doc_id, pieces in out.items()}
+    return out
+
+
+def _fit_tokens(p: Piece, counter: Any) -> Piece:
+    limit = counter.max_tokens
+    starts = counter.token_starts(p.text)
+    if len(starts) <= limit:
+        return p
+    cut = p.text[: starts[limit]].rstrip()
+    meta = {**(p.metadata or {}), "truncated_from_tokens": len(starts)}
+    return dataclasses.replace(p, text=cut, metadata=meta)
 
 
 # --------------------------------------------------------------------------- chunking
@@ -250,6 +275,37 @@ class ChunkStats:
     reused: int = 0  # documents whose previous rows were kept
     rows: int = 0
     fallbacks: int = 0
+    # LLM use (PROPOSITION, LLM): requests sent, of which failed; answered from the cache;
+    # tokens the endpoint reported for the calls made in this run (cached answers cost none)
+    llm_calls: int = 0
+    llm_errors: int = 0
+    llm_cache_hits: int = 0
+    llm_prompt_tokens: int = 0
+    llm_completion_tokens: int = 0
+
+    def add_llm_usage(self, llm: Any) -> None:
+        if llm is not None:
+            u = llm.usage
+            self.llm_calls, self.llm_errors, self.llm_cache_hits = u.calls, u.errors + u.skipped, u.cache_hits
+            self.llm_prompt_tokens, self.llm_completion_tokens = u.prompt_tokens, u.completion_tokens
+
+
+def _llm_for(kb: KnowledgeBase, llm_defaults: Any, cache_dir: Path | None) -> Any:
+    """The LLM client of the KB (kb.yaml ``llm:`` > ``llm_defaults`` from the resource > the
+    environment), caching under ``cache_dir`` (default: $CORPUS_HOME's); None when no plan
+    calls an LLM or no model is configured."""
+    from corpus_pipeline.llm import kb_calls_llm, open_llm
+    from corpus_pipeline.paths import Layout
+
+    if not kb_calls_llm(kb):
+        return None
+    return open_llm(kb.config.llm, resource=llm_defaults, cache_dir=cache_dir or Layout.from_env().cache)
+
+
+def _llm_retry(llm: Any, rows: Sequence[dict[str, Any]]) -> bool:
+    """Whether a document's previous rows hold LLM fallbacks that may pass (no client then,
+    a failed call) while a client is there now: then it is chunked again, not reused."""
+    return llm is not None and any('"llm_retry": true' in (r.get("metadata") or "") for r in rows)
 
 
 def _span_row(kb: str, version: str, doc: dict[str, Any], p: Piece, loc: _Locator, tokens: int, versions: dict[str, str]) -> dict[str, Any]:
@@ -275,7 +331,13 @@ def _ok_docs(parsed: dict[str, pa.Table]) -> list[dict[str, Any]]:
 
 
 def build_parent_blocks(
-    kb: KnowledgeBase, version: str, parsed: dict[str, pa.Table], previous: pa.Table | None = None
+    kb: KnowledgeBase,
+    version: str,
+    parsed: dict[str, pa.Table],
+    previous: pa.Table | None = None,
+    *,
+    llm_defaults: Any = None,
+    cache_dir: Path | None = None,
 ) -> tuple[pa.Table, ChunkStats]:
     """Run each document's parent pipeline (its plan: an override or the KB's).
 
@@ -287,16 +349,21 @@ def build_parent_blocks(
     prev = _rows_by_doc(previous)
     rows: list[dict[str, Any]] = []
     stats = ChunkStats()
+    llm = _llm_for(kb, llm_defaults, cache_dir)
     for doc in _ok_docs(parsed):
         old = prev.get(doc["doc_id"])
-        if old and all(r["content_hash"] == doc["content_hash"] and r["doc_path"] == doc["path"] for r in old):
+        if (
+            old
+            and all(r["content_hash"] == doc["content_hash"] and r["doc_path"] == doc["path"] for r in old)
+            and not _llm_retry(llm, old)
+        ):
             rows.extend(sorted(old, key=lambda r: r["parent_index"]))
             stats.reused += 1
             continue
-        plan, _ = kb.plan_for(doc["path"])
         text = doc["text"]
         doc_blocks = blocks.get(doc["doc_id"], [])
-        ctx = ChunkContext(text=text, token_counter=counter, blocks=doc_blocks)
+        plan, reasons = kb.plan_for_document(doc["path"], text, doc["format"], doc_blocks, counter)
+        ctx = ChunkContext(text=text, token_counter=counter, blocks=doc_blocks, llm=llm)
         whole = Piece(text=text, start=0, end=len(text))
         if plan.parent:
             pieces = run_steps(plan.parent, [whole], ctx)
@@ -309,11 +376,13 @@ def build_parent_blocks(
             row = _span_row(kb.name, version, doc, p, loc, t, versions)
             row["parent_index"] = i
             row["parent_id"] = _hid("parent", version, doc["doc_id"], i, p.start, p.end, text_hash(p.text))
+            row["metadata"] = _json({**(p.metadata or {}), "plan": plan.snapshot(), **({"plan_reasons": reasons} if reasons else {})})
             row["content_hash"] = doc["content_hash"]
             rows.append(row)
         stats.documents += 1
         stats.fallbacks += ctx.stats.get("fallbacks", 0)
     stats.rows = len(rows)
+    stats.add_llm_usage(llm)
     return _table(rows, schemas.PARENT_BLOCKS), stats
 
 
@@ -333,6 +402,9 @@ def build_child_chunks(
     parsed: dict[str, pa.Table],
     image_pieces: dict[str, list[Piece]] | None = None,
     previous: pa.Table | None = None,
+    *,
+    llm_defaults: Any = None,
+    cache_dir: Path | None = None,
 ) -> tuple[pa.Table, ChunkStats]:
     """Run the child pipeline over every parent; add image chunks at their position.
 
@@ -349,6 +421,7 @@ def build_child_chunks(
     prev = _rows_by_doc(previous)
     rows: list[dict[str, Any]] = []
     stats = ChunkStats()
+    llm = _llm_for(kb, llm_defaults, cache_dir)
     for doc_id, prow in by_doc.items():
         doc = docs.get(doc_id)
         if doc is None:
@@ -357,13 +430,13 @@ def build_child_chunks(
         doc_images = (image_pieces or {}).get(doc_id, [])
         fingerprint = _doc_fingerprint((r["parent_id"] for r in prow), doc_images)
         old = prev.get(doc_id)
-        if old and all(r.get("doc_fingerprint") == fingerprint for r in old):
+        if old and all(r.get("doc_fingerprint") == fingerprint for r in old) and not _llm_retry(llm, old):
             rows.extend(sorted(old, key=lambda r: r["chunk_index"]))
             stats.reused += 1
             continue
-        plan, _ = kb.plan_for(doc["path"])
         doc_blocks = blocks.get(doc_id, [])
-        ctx = ChunkContext(text=doc["text"], token_counter=counter, blocks=doc_blocks)
+        plan, _ = kb.plan_for_document(doc["path"], doc["text"], doc["format"], doc_blocks, counter)
+        ctx = ChunkContext(text=doc["text"], token_counter=counter, blocks=doc_blocks, llm=llm)
         loc = _Locator(doc_blocks)
         versions = _versions(plan)
         items: list[tuple[Piece, dict[str, Any]]] = []
@@ -394,6 +467,7 @@ def build_child_chunks(
         stats.documents += 1
         stats.fallbacks += ctx.stats.get("fallbacks", 0)
     stats.rows = len(rows)
+    stats.add_llm_usage(llm)
     return _table(rows, schemas.CHILD_CHUNKS), stats
 
 

@@ -25,6 +25,7 @@ from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.plan import Plan
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import KBConfig, KnowledgeBase, kb_from_config
+from corpus_pipeline.llm.settings import version_input as llm_version_input
 
 _LETTERS = {"SLIDING_WINDOW": "w", "PROPOSITION": "p"}
 
@@ -42,20 +43,44 @@ def _plan_key(plan: Plan) -> dict[str, Any]:
 
 
 def version_inputs(kb: KnowledgeBase) -> dict[str, Any]:
-    """Everything the version is a hash of, as plain JSON (shown by ``corpus versions``)."""
-    plans = [kb.plan] + [o.plan for o in kb.overrides]
-    used = sorted({s for p in plans for s in p.strategies})
-    return {
-        "plan": _plan_key(kb.plan),
-        "overrides": [{"match": o.match, "plan": _plan_key(o.plan)} for o in kb.overrides],
+    """Everything the version is a hash of, as plain JSON (shown by ``corpus versions``).
+
+    For ``plan: auto`` the plan of each document comes from the recommender, so its rules'
+    version and the user's per-strategy settings stand in for the plan, and every
+    registered strategy's code version counts (any of them may be chosen).
+    """
+    entries = [(kb.auto, kb.plan, kb.config.chunking.parent, kb.config.chunking.child)] + [
+        (o.auto, o.plan, o.parent_settings, o.child_settings) for o in kb.overrides
+    ]
+
+    def plan_key(auto: bool, plan: Plan, parent: Any, child: Any) -> dict[str, Any]:
+        if auto:
+            from corpus_pipeline.chunking.recommend import RECOMMENDER_VERSION
+
+            return {"auto": True, "recommender": RECOMMENDER_VERSION, "parent": parent, "child": child}
+        return _plan_key(plan)
+
+    if any(e[0] for e in entries):
+        used = registry.names()
+    else:
+        used = sorted({s for _, p, _, _ in entries for s in p.strategies})
+    inputs = {
+        "plan": plan_key(*entries[0]),
+        "overrides": [{"match": o.match, "plan": plan_key(*e)} for o, e in zip(kb.overrides, entries[1:])],
         "embedding_model": kb.config.embedding.model,
         "strategy_code_versions": {n: registry.get(n).version for n in used},
     }
+    llm = llm_version_input(kb)  # the LLM model shapes chunks, for plans that call one
+    if llm is not None:
+        inputs["llm"] = llm
+    return inputs
 
 
 def strategy_version(kb: KnowledgeBase) -> str:
     blob = json.dumps(version_inputs(kb), sort_keys=True, ensure_ascii=True, separators=(",", ":"))
     digest = hashlib.sha256(blob.encode()).hexdigest()[:8]
+    if kb.auto:
+        return f"auto-{digest}"
     prefix = "c" + _abbrev([s.strategy for s in kb.plan.child])
     if kb.plan.parent:
         prefix = "p" + _abbrev([s.strategy for s in kb.plan.parent]) + "-" + prefix

@@ -24,7 +24,8 @@ def test_missing_or_empty_kb_yaml_takes_every_default(tmp_path, yaml_text):
     assert kb.plan.snapshot() == "PARENT:RECURSIVE;CHILD:RECURSIVE"
     parent, child = kb.plan.parent[0].config, kb.plan.child[0].config
     assert (parent.max_chars, parent.overlap_chars) == (2200, 180)  # seed 003 parent defaults
-    assert (child.max_chars, child.overlap_chars) == (800, 120)
+    # children are embedded: sized in the model's tokens unless the KB says otherwise
+    assert (child.size_unit, child.max_tokens, child.overlap_tokens) == ("tokens", 240, 32)
     assert kb.config.embedding.model == "all-MiniLM-L6-v2"
     assert kb.config.include == ["**/*"]
 
@@ -42,6 +43,7 @@ def test_plan_and_per_strategy_settings_are_read(tmp_path):
     assert kb.plan.snapshot(numeric=True) == "PARENT:2;CHILD:2"
     assert kb.plan.parent[0].config.max_chars == 3000
     assert kb.plan.child[0].config.to_dict()["max_chars"] == 500
+    assert kb.plan.child[0].config.size_unit == "chars"  # a size setting of its own: no token default
 
 
 def test_an_unknown_top_level_key_names_the_key_and_the_file(tmp_path):

@@ -41,6 +41,15 @@ PARENT_DEFAULTS: dict[str, dict[str, Any]] = {
     "LLM": {"llm_max_chars": 3500, "fallback_min_chars": 480, "fallback_max_chars": 1600},
     "STRUCTURE": {"fallback_max_chars": 2200, "fallback_overlap_chars": 180},
 }
+
+# Children are what gets embedded, so by default they are sized in the embedding model's
+# tokens (240 content tokens fit all-MiniLM-L6-v2's 256 positions) instead of the seed's
+# 800 characters, which is ~800 tokens of Chinese and would be silently truncated. These
+# defaults apply only when the KB gives no size setting of its own for the strategy.
+CHILD_DEFAULTS: dict[str, dict[str, Any]] = {
+    "RECURSIVE": {"size_unit": "tokens", "max_tokens": 240, "overlap_tokens": 32},
+}
+_SIZE_KEYS = frozenset({"size_unit", "max_chars", "overlap_chars", "max_tokens", "overlap_tokens"})
 _SIZE_GUARDS = ("RECURSIVE", "SLIDING_WINDOW")
 
 DEFAULT_PLAN = "PARENT:RECURSIVE;CHILD:RECURSIVE"
@@ -152,9 +161,13 @@ def build_plan(
     def steps(names: list[str], settings: dict[str, Mapping[str, Any]], key: str, defaults: dict[str, dict[str, Any]]) -> tuple[Step, ...]:
         out = []
         for i, name in enumerate(names):
-            merged = {**defaults.get(name, {}), **dict(settings.get(name) or {})}
+            user = dict(settings.get(name) or {})
+            base = defaults.get(name, {})
+            if key == "child" and _SIZE_KEYS & user.keys():
+                base = {}  # the KB sized this strategy itself: no token default under it
+            merged = {**base, **user}
             cfg = registry.make_config(name, merged, where=f"{where}.{key}.{name}")
             out.append(Step(name, _role(i, name), cfg))
         return tuple(out)
 
-    return Plan(steps(parent_names, ps, "parent", PARENT_DEFAULTS), steps(child_names, cs, "child", {}))
+    return Plan(steps(parent_names, ps, "parent", PARENT_DEFAULTS), steps(child_names, cs, "child", CHILD_DEFAULTS))

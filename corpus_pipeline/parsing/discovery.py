@@ -101,7 +101,7 @@ def discover(kb: KnowledgeBase) -> list[DiscoveredFile]:
             format=fmt.value,
             size_bytes=size,
             content_hash=_file_hash(path),
-            plan=plan.snapshot(),
+            plan="auto" if kb.is_auto(rel) else plan.snapshot(),
             override=override,
         )
         out.append(DiscoveredFile(doc, error))

@@ -90,7 +90,7 @@ def test_cleanup_drops_blank_pieces_and_repeats_keeping_order() -> None:
 
 def test_each_step_feeds_the_next_and_marks_what_it_cut() -> None:
     doc = "# A\n" + "Alpha text. " * 100 + "\n# B\nshort\n"
-    plan = build_plan("CHILD:STRUCTURE,RECURSIVE")
+    plan = build_plan("CHILD:STRUCTURE,RECURSIVE", child_settings={"RECURSIVE": {"max_chars": 800, "overlap_chars": 120}})
     pieces = run_steps(plan.child, [Piece(doc, 0, len(doc))], ctx_for(doc))
     assert [p.strategy for p in pieces][-1] == "STRUCTURE"  # short section passes RECURSIVE unchanged
     assert {p.strategy for p in pieces[:-1]} == {"RECURSIVE"}
