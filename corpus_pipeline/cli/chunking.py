@@ -155,6 +155,18 @@ def _needs_embedder(steps: Any) -> bool:
     return any(getattr(s.config, "similarity", None) == "embedding" for s in steps)
 
 
+def _preview_llm(steps: Any) -> Any:
+    """The LLM client from the environment (OPENAI_BASE_URL, OPENAI_API_KEY,
+    CORPUS_LLM_MODEL), caching under $CORPUS_HOME, when a step calls an LLM; else None."""
+    from corpus_pipeline.chunking.plan import Plan
+    from corpus_pipeline.llm import open_llm, plans_call_llm
+    from corpus_pipeline.paths import Layout
+
+    if not plans_call_llm([Plan(parent=(), child=tuple(steps))]):
+        return None
+    return open_llm(None, cache_dir=Layout.from_env().cache)
+
+
 def _load_json(value: str | None) -> dict[str, Any]:
     if not value:
         return {}
@@ -201,7 +213,8 @@ def cmd_preview(args: argparse.Namespace) -> int:
             from corpus_pipeline.embedding import load_embedder
 
             embedder = load_embedder(model)
-        ctx = ChunkContext(text=text, token_counter=counter, blocks=blocks, embedder=embedder)
+        llm = _preview_llm(steps)
+        ctx = ChunkContext(text=text, token_counter=counter, blocks=blocks, embedder=embedder, llm=llm)
         t0 = time.perf_counter()
         if plan is None:
             chunks = chunk_text(steps, ctx)
@@ -235,6 +248,8 @@ def cmd_preview(args: argparse.Namespace) -> int:
             "token_model": model,
         }
     )
+    if llm is not None:  # what the preview cost: calls, cache hits, tokens (never the key)
+        out["llm"] = {"model": llm.model, **llm.usage.to_dict()}
     if parents is None:
         out["chunks"] = [_chunk_json(c) for c in chunks]
     else:
@@ -272,7 +287,8 @@ def _one_line(s: str, width: int = 100) -> str:
 
 def _print_chunk(c: dict[str, Any], indent: str) -> None:
     path = f"  [{c['section_path']}]" if c["section_path"] else ""
-    flags = "".join(f"  {k}={v}" for k, v in c["metadata"].items() if k in ("fallback_from", "fallback_reason", "hard_cut"))
+    shown = ("fallback_from", "fallback_reason", "hard_cut", "proposition_range", "llm_verbatim", "llm_gap")
+    flags = "".join(f"  {k}={v}" for k, v in c["metadata"].items() if k in shown)
     print(
         f"{indent}#{c['index']}  {c['start_offset']}..{c['end_offset']}  {c['char_count']} chars  "
         f"{c['token_count']} tokens  {c['chunk_type']}{path}{flags}"
@@ -285,6 +301,10 @@ def _print_preview(out: dict[str, Any]) -> None:
         f"{out['strategy']} ({out['strategy_version']}): {out['total_chunks']} chunks from "
         f"{out['total_chars']} characters in {out['duration_ms']} ms"
     )
+    if "llm" in out:
+        u = out["llm"]
+        print(f"LLM {u['model']}: {u['calls']} calls ({u['errors']} failed), {u['cache_hits']} cached answers, "
+              f"{u['prompt_tokens']} + {u['completion_tokens']} tokens")
     if "parents" in out:
         for p in out["parents"]:
             path = f"  [{p['section_path']}]" if p["section_path"] else ""

@@ -8,7 +8,8 @@ the document around it, and the model is asked for a JSON object::
 
 The answer is parsed leniently (code fences and text around the object are tolerated)
 and validated strictly (a description is required; an unknown image type is an error).
-Every failure is raised as ``ModelError``; the caller decides the fallback.
+Every failure is raised as ``ModelError``; the caller decides the fallback. The HTTP side
+(timeout, retries, key masking) is the project's one LLM client, ``corpus_pipeline.llm``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from corpus_pipeline.errors import ModelError
+from corpus_pipeline.llm.client import mask_secrets
 from corpus_pipeline.vision.settings import VisionSettings
 
 PROMPT_VERSION = "1"  # part of the cache key: bump when the prompt or parsing changes
@@ -81,49 +83,42 @@ def parse_answer(content: str) -> VisionAnswer:
 
 
 class OpenAIVisionClient:
-    """``VisionClient`` over the ``openai`` package with a configurable ``base_url``."""
+    """``VisionClient`` over the project's one LLM client (``corpus_pipeline.llm``), with a
+    configurable ``base_url``. Its answers are cached by image hash in ``describe``, so the
+    LLM client's own response cache is not used here."""
 
     def __init__(self, settings: VisionSettings) -> None:
         if not settings.model:
             raise ModelError("no vision model configured: set vision.model in kb.yaml or CORPUS_VISION_MODEL")
-        from openai import OpenAI
+        from corpus_pipeline.llm import LLMClient, LLMSettings
 
         self.model = settings.model
-        self._client = OpenAI(
-            base_url=settings.base_url,
-            # Local servers (vLLM, Ollama) accept any key; the openai package insists on one.
-            api_key=settings.api_key or "not-needed",
-            timeout=settings.timeout_s,
-            max_retries=settings.max_retries,
+        self._llm = LLMClient(
+            LLMSettings(
+                model=settings.model,
+                base_url=settings.base_url,
+                api_key=settings.api_key,
+                timeout_s=settings.timeout_s,
+                max_retries=settings.max_retries,
+                max_consecutive_failures=None,  # describe_images has its own stop after failures
+            )
         )
 
     def describe(self, image: bytes, mime_type: str, context: str) -> VisionAnswer:
-        import openai
-
         url = f"data:{mime_type};base64,{base64.b64encode(image).decode('ascii')}"
         user: list[dict[str, Any]] = [
             {"type": "text", "text": f"Text around the image in the document:\n{context[:1500]}" if context
              else "Describe this image."},
             {"type": "image_url", "image_url": {"url": url}},
         ]
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
         try:
-            response = self._client.chat.completions.create(
-                model=self.model,
-                messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
-                response_format={"type": "json_object"},
-                temperature=0,
-            )
-        except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
-            raise ModelError(f"vision call failed: {type(exc).__name__}: {_safe(str(exc))}") from exc
-        except (ValueError, KeyError) as exc:  # a body the client cannot read
-            raise ModelError(f"vision call returned an unreadable response: {exc}") from exc
-        try:
-            content = response.choices[0].message.content or ""
-        except (AttributeError, IndexError, TypeError) as exc:
-            raise ModelError(f"vision call returned no message: {exc}") from exc
-        return parse_answer(content)
+            result = self._llm.chat(messages, json_object=True, temperature=0, cache=False)
+        except ModelError as exc:
+            raise ModelError(f"vision {exc}" if str(exc).startswith("LLM call") else f"vision call failed: {exc}") from exc
+        return parse_answer(result.content)
 
 
 def _safe(message: str) -> str:
     """An error message without anything that looks like a bearer token or API key."""
-    return re.sub(r"(sk-|Bearer\s+)[A-Za-z0-9_\-\.]{6,}", r"\1***", message)[:500]
+    return mask_secrets(message)

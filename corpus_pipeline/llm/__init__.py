@@ -1,0 +1,41 @@
+"""The chat model behind an OpenAI-compatible endpoint: one client for chunking and vision.
+
+    settings   kb.yaml ``llm:`` > Dagster resource > environment (``llm_settings``)
+    cache      answers on disk under ``$CORPUS_HOME/warehouse/cache/llm``, by (model,
+               prompt, parameters): re-runs and repeated previews cost no calls
+    client     ``LLMClient.chat`` / ``chat_many``: timeouts, retries, a stop after
+               consecutive failures, masked keys, usage counters; ``open_llm`` builds one
+               or returns None when no model is configured
+"""
+
+from corpus_pipeline.llm.cache import ResponseCache
+from corpus_pipeline.llm.client import (
+    ChatResult,
+    LLMClient,
+    LLMUsage,
+    Messages,
+    mask_secrets,
+    open_llm,
+)
+from corpus_pipeline.llm.settings import (
+    LLMSettings,
+    kb_calls_llm,
+    llm_settings,
+    plans_call_llm,
+    version_input,
+)
+
+__all__ = [
+    "ChatResult",
+    "LLMClient",
+    "LLMSettings",
+    "LLMUsage",
+    "Messages",
+    "ResponseCache",
+    "kb_calls_llm",
+    "llm_settings",
+    "mask_secrets",
+    "open_llm",
+    "plans_call_llm",
+    "version_input",
+]

@@ -1,0 +1,64 @@
+"""The on-disk cache of LLM answers, so a re-run never pays twice for the same question.
+
+Keyed by sha256 of (model, the messages, the request parameters, ``CACHE_FORMAT``): the
+same prompt to the same model with the same parameters is answered from disk. The base
+URL and the API key are deliberately not in the key (the model name is the identity of
+what answers, and nothing secret is hashed or stored).
+
+``<root>/<key[:2]>/<key>.json`` holds ``{"model", "content", "prompt_tokens",
+"completion_tokens"}`` or ``{"model", "rejected"}`` (an answer refused for its size, so a
+re-run does not buy it again). Failed calls (HTTP errors, timeouts) are never stored.
+Entries are written to a temporary file and renamed: a crash never leaves half an entry,
+and concurrent writers of one key are harmless. A damaged entry reads as a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+CACHE_FORMAT = "1"  # bump when what a cached answer means changes
+
+
+class ResponseCache:
+    def __init__(self, root: Path | None) -> None:
+        self.root = root
+
+    @staticmethod
+    def key(model: str, messages: Any, params: dict[str, Any]) -> str:
+        blob = json.dumps(
+            {"format": CACHE_FORMAT, "model": model, "messages": messages, "params": params},
+            ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+        )
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def _path(self, key: str) -> Path | None:
+        return self.root / key[:2] / f"{key}.json" if self.root is not None else None
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        path = self._path(key)
+        if path is None or not path.is_file():
+            return None
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        path = self._path(key)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(value, f, ensure_ascii=False, sort_keys=True)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

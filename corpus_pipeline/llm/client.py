@@ -1,0 +1,222 @@
+"""One client for every chat model call (text, JSON, images) over an OpenAI-compatible API.
+
+``LLMClient.chat(messages)`` sends one chat completion through the ``openai`` package
+(any ``base_url``: vLLM, Ollama, llama.cpp, OpenAI) and returns a ``ChatResult``; every
+failure is raised as ``ModelError`` with the key masked, and the caller takes its
+fallback. ``chat_many`` runs several at once (at most ``max_concurrency`` in flight) and
+returns each result or its error, in order.
+
+What makes it cheap and safe to re-run:
+
+* answers are cached on disk (``ResponseCache``): a repeated question costs no call;
+* after ``max_consecutive_failures`` failed calls in a row the model is taken as down:
+  later requests fail at once (counted as ``skipped``) instead of waiting for timeouts;
+* an answer longer than ``max_response_chars`` is refused (and that refusal cached);
+* ``usage`` counts calls, cache hits, tokens, errors and skipped requests for reports.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from corpus_pipeline.errors import ModelError
+from corpus_pipeline.llm.cache import ResponseCache
+from corpus_pipeline.llm.settings import LLMSettings
+
+Messages = list[dict[str, Any]]
+
+_SECRET = re.compile(r"(sk-|Bearer\s+|api[_-]?key[=:]\s*)[A-Za-z0-9_\-\.]{6,}", re.IGNORECASE)
+_URL_CREDENTIALS = re.compile(r"(//)[^/@\s:]+:[^/@\s]+@")
+
+
+def mask_secrets(message: str, limit: int = 500) -> str:
+    """An error message without anything that looks like a key or URL credentials."""
+    return _URL_CREDENTIALS.sub(r"\1***@", _SECRET.sub(r"\1***", message))[:limit]
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    content: str
+    model: str  # the model asked (not the server's echo: stable across servers)
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class LLMUsage:
+    """What a client spent: ``calls`` requests sent (``errors`` of them failed),
+    ``cache_hits`` answered from disk, ``skipped`` refused because the model was down."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    errors: int = 0
+    skipped: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class LLMClient:
+    """Chat completions with a disk cache. ``cache_root`` None disables the cache."""
+
+    def __init__(self, settings: LLMSettings, *, cache_root: Path | None = None) -> None:
+        if not settings.model:
+            raise ModelError("no LLM model configured: set llm.model in kb.yaml or CORPUS_LLM_MODEL")
+        from openai import OpenAI
+
+        self.settings = settings
+        self.model = settings.model
+        self.cache = ResponseCache(cache_root)
+        self.usage = LLMUsage()
+        self._lock = threading.Lock()
+        self._failures = 0
+        self._last_error = ""
+        self._client = OpenAI(
+            base_url=settings.base_url,
+            # Local servers (vLLM, Ollama) accept any key; the openai package insists on one.
+            api_key=settings.api_key or "not-needed",
+            timeout=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
+
+    def __repr__(self) -> str:
+        return f"LLMClient(model={self.model!r}, base_url={self.settings.base_url!r})"
+
+    # ------------------------------------------------------------------ one call
+    def chat(
+        self,
+        messages: Messages,
+        *,
+        json_object: bool = False,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        cache: bool = True,
+    ) -> ChatResult:
+        """The model's answer to ``messages``; ModelError when it cannot be had."""
+        params: dict[str, Any] = {
+            "temperature": self.settings.temperature if temperature is None else temperature,
+        }
+        if json_object:
+            params["response_format"] = {"type": "json_object"}
+        tokens = max_tokens if max_tokens is not None else self.settings.max_output_tokens
+        if tokens:
+            params["max_tokens"] = tokens
+        key = ResponseCache.key(self.model, messages, params) if cache else ""
+        hit = self.cache.get(key) if cache else None
+        if hit is not None and ("content" in hit or "rejected" in hit):
+            with self._lock:
+                self.usage.cache_hits += 1
+            if "rejected" in hit:
+                raise ModelError(str(hit["rejected"]))
+            return ChatResult(str(hit["content"] or ""), self.model, True,
+                              int(hit.get("prompt_tokens") or 0), int(hit.get("completion_tokens") or 0))
+        self._check_alive()
+        try:
+            content, usage = self._call(messages, params)
+        except ModelError as exc:
+            self._failed(str(exc))
+            raise
+        limit = self.settings.max_response_chars
+        if len(content) > limit:
+            reason = f"the LLM answered {len(content)} characters, over the limit of {limit}"
+            self._succeeded(usage)
+            if cache:
+                self.cache.put(key, {"model": self.model, "rejected": reason})
+            raise ModelError(reason)
+        self._succeeded(usage)
+        if cache:
+            self.cache.put(key, {"model": self.model, "content": content, **usage})
+        return ChatResult(content, self.model, False, usage["prompt_tokens"], usage["completion_tokens"])
+
+    def chat_many(self, requests: Sequence[Messages], **kwargs: Any) -> list[ChatResult | ModelError]:
+        """``chat`` for each request, at most ``max_concurrency`` at a time; results in order."""
+
+        def one(messages: Messages) -> ChatResult | ModelError:
+            try:
+                return self.chat(messages, **kwargs)
+            except ModelError as exc:
+                return exc
+
+        workers = min(self.settings.max_concurrency, len(requests))
+        if workers <= 1:
+            return [one(m) for m in requests]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
+            return list(pool.map(one, requests))
+
+    def close(self) -> None:
+        self._client.close()
+
+    # ------------------------------------------------------------------ internals
+    def _call(self, messages: Messages, params: dict[str, Any]) -> tuple[str, dict[str, int]]:
+        import openai
+
+        with self._lock:
+            self.usage.calls += 1
+        try:
+            response = self._client.chat.completions.create(model=self.model, messages=messages, **params)
+        except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
+            raise ModelError(f"LLM call failed: {type(exc).__name__}: {mask_secrets(str(exc))}") from exc
+        except Exception as exc:  # a body the client cannot read: untrusted input, never a crash
+            raise ModelError(f"LLM call returned an unreadable response: {type(exc).__name__}: "
+                             f"{mask_secrets(str(exc), 200)}") from exc
+        try:
+            message = response.choices[0].message
+            content = message.content
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise ModelError("LLM call returned no message") from exc
+        if content is not None and not isinstance(content, str):
+            raise ModelError(f"LLM call returned content of type {type(content).__name__}, not text")
+        u = getattr(response, "usage", None)
+        usage = {
+            "prompt_tokens": int(getattr(u, "prompt_tokens", 0) or 0),
+            "completion_tokens": int(getattr(u, "completion_tokens", 0) or 0),
+        }
+        return content or "", usage
+
+    def _check_alive(self) -> None:
+        limit = self.settings.max_consecutive_failures
+        with self._lock:
+            if limit is not None and self._failures >= limit:
+                self.usage.skipped += 1
+                raise ModelError(
+                    f"LLM skipped after {self._failures} consecutive failed calls (last: {self._last_error})"[:600]
+                )
+
+    def _failed(self, error: str) -> None:
+        with self._lock:
+            self.usage.errors += 1
+            self._failures += 1
+            self._last_error = error[:300]
+
+    def _succeeded(self, usage: dict[str, int]) -> None:
+        with self._lock:
+            self._failures = 0
+            self.usage.prompt_tokens += usage["prompt_tokens"]
+            self.usage.completion_tokens += usage["completion_tokens"]
+
+
+def open_llm(
+    config: Any = None,
+    *,
+    resource: Any = None,
+    cache_dir: Path | None = None,
+    env: Any = None,
+) -> LLMClient | None:
+    """The client for kb.yaml's ``llm:`` section (``config``; None: defaults), the resource's
+    values and the environment, caching under ``<cache_dir>/llm``; None when no model is
+    configured (or ``enabled: false``): callers then take their fallbacks."""
+    from corpus_pipeline.llm.settings import llm_settings
+
+    settings = llm_settings(config, resource, env)
+    if not settings.configured:
+        return None
+    return LLMClient(settings, cache_root=cache_dir / "llm" if cache_dir is not None else None)
