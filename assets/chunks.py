@@ -8,7 +8,19 @@ from assets.checks import CHECK_SPECS, distribution_metadata, run_checks
 from assets.partitions import by_kb, kb_version_partitions, split_key
 from corpus_pipeline import freshness, indexing, versioning
 from corpus_pipeline.tokens import token_counter_for
-from resources import CorpusResource
+from resources import CorpusResource, LLMResource
+
+
+def _llm_metadata(stats: indexing.ChunkStats) -> dict:
+    """What LLM steps cost in this run (cached answers cost nothing)."""
+    return {
+        "fallbacks": stats.fallbacks,
+        "llm_calls": stats.llm_calls,
+        "llm_errors": stats.llm_errors,
+        "llm_cache_hits": stats.llm_cache_hits,
+        "llm_prompt_tokens": stats.llm_prompt_tokens,
+        "llm_completion_tokens": stats.llm_completion_tokens,
+    }
 
 
 @asset(
@@ -17,14 +29,19 @@ from resources import CorpusResource
     code_version="1",
     ins={"parsed_blocks": AssetIn(partition_mapping=by_kb)},
     check_specs=CHECK_SPECS["parent_blocks"],
+    pool="llm",
 )
-def parent_blocks(context: AssetExecutionContext, corpus: CorpusResource, parsed_blocks: dict) -> Output[pa.Table]:
+def parent_blocks(
+    context: AssetExecutionContext, corpus: CorpusResource, llm: LLMResource, parsed_blocks: dict
+) -> Output[pa.Table]:
     """The parent pipeline of each document's plan: the context units search returns.
     Documents unchanged since this partition's last run keep their parents."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     previous = corpus.previous("parent_blocks", kb_name, version)
-    table, stats = indexing.build_parent_blocks(kb, version, parsed_blocks, previous)
+    table, stats = indexing.build_parent_blocks(
+        kb, version, parsed_blocks, previous, llm_defaults=llm.defaults(), cache_dir=corpus.layout.cache
+    )
     yield Output(
         table,
         data_version=DataVersion(indexing.table_fingerprint(table, ["parent_id"])),
@@ -32,7 +49,8 @@ def parent_blocks(context: AssetExecutionContext, corpus: CorpusResource, parsed
             "parent_blocks": stats.rows,
             "documents_chunked": stats.documents,
             "documents_reused": stats.reused,
-            "plan": kb.plan.snapshot(),
+            "plan": "auto" if kb.auto else kb.plan.snapshot(),
+            **_llm_metadata(stats),
             **distribution_metadata(table, kb),
         },
     )
@@ -45,10 +63,12 @@ def parent_blocks(context: AssetExecutionContext, corpus: CorpusResource, parsed
     code_version="1",
     ins={"parsed_blocks": AssetIn(partition_mapping=by_kb), "image_descriptions": AssetIn(partition_mapping=by_kb)},
     check_specs=CHECK_SPECS["child_chunks"],
+    pool="llm",
 )
 def child_chunks(
     context: AssetExecutionContext,
     corpus: CorpusResource,
+    llm: LLMResource,
     parent_blocks: pa.Table,
     parsed_blocks: dict,
     image_descriptions: pa.Table,
@@ -59,7 +79,10 @@ def child_chunks(
     kb = corpus.kb_at_version(kb_name, version)
     previous = corpus.previous("child_chunks", kb_name, version)
     images = indexing.image_pieces_by_doc(image_descriptions, parsed_blocks, token_counter_for(kb.config.embedding.model))
-    table, stats = indexing.build_child_chunks(kb, version, parent_blocks, parsed_blocks, images, previous=previous)
+    table, stats = indexing.build_child_chunks(
+        kb, version, parent_blocks, parsed_blocks, images, previous=previous,
+        llm_defaults=llm.defaults(), cache_dir=corpus.layout.cache,
+    )
     chars = table.column("char_count").to_pylist()
     yield Output(
         table,
@@ -71,6 +94,7 @@ def child_chunks(
             "image_chunks": sum(1 for t in table.column("chunk_type").to_pylist() if t in ("IMAGE", "TABLE_IMAGE")),
             "max_chars": max(chars) if chars else 0,
             "max_tokens": max(table.column("token_count").to_pylist() or [0]),
+            **_llm_metadata(stats),
             **distribution_metadata(table, kb),
         },
     )

@@ -7,7 +7,7 @@ from assets.documents import documents, image_descriptions, parsed_blocks
 from assets.evaluation import retrieval_eval
 from assets.jobs import index_version_job, parse_kb_job
 from assets.sensors import kb_change_sensor, nightly_reindex
-from resources import CorpusResource, PartitionedParquetIOManager
+from resources import CorpusResource, LLMResource, PartitionedParquetIOManager
 
 all_assets = [documents, parsed_blocks, image_descriptions, parent_blocks, child_chunks, chunk_embeddings, search_index, retrieval_eval]
 
@@ -22,6 +22,7 @@ def build_definitions(home: str = "") -> Definitions:
         schedules=[nightly_reindex],
         resources={
             "corpus": CorpusResource(home=home),
+            "llm": LLMResource(),
             "io_manager": PartitionedParquetIOManager(warehouse=warehouse),
         },
     )

@@ -2,5 +2,6 @@
 
 from resources.corpus import CorpusResource
 from resources.io_manager import PartitionedParquetIOManager
+from resources.llm import LLMResource
 
-__all__ = ["CorpusResource", "PartitionedParquetIOManager"]
+__all__ = ["CorpusResource", "LLMResource", "PartitionedParquetIOManager"]
