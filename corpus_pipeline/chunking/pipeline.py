@@ -73,27 +73,9 @@ def chunk_document(plan: Plan, ctx: ChunkContext, *, section_path: str = "") -> 
     child_tokens = counter.count_batch([c.text for _, c in child_rows]) if counter else [0] * len(child_rows)
     parent_tokens = counter.count_batch([p.text for p in parent_pieces]) if counter else [0] * len(parent_pieces)
 
-    children: list[Chunk] = []
-    for n, ((pi, p), tok) in enumerate(zip(child_rows, child_tokens)):
-        children.append(
-            Chunk(
-                index=n,
-                text=p.text,
-                start_offset=p.start,
-                end_offset=p.end,
-                char_count=len(p.text),
-                token_count=tok,
-                chunk_type=p.chunk_type,
-                section_path=p.section_path,
-                strategy=p.strategy,
-                strategy_version=versions.get(p.strategy, ""),
-                overlap_chars=p.overlap_chars,
-                derived=p.derived,
-                block_index=p.block_index,
-                parent_index=pi,
-                metadata=dict(p.metadata),
-            )
-        )
+    children = [
+        _chunk(n, p, tok, versions, parent_index=pi) for n, ((pi, p), tok) in enumerate(zip(child_rows, child_tokens))
+    ]
     parents: list[ParentBlock] = []
     by_parent: dict[int, list[int]] = {}
     for c in children:
@@ -127,22 +109,25 @@ def chunk_text(strategy_steps: Sequence[Step], ctx: ChunkContext) -> list[Chunk]
     pieces = run_steps(strategy_steps, [Piece(text=text, start=0, end=len(text))], ctx)
     toks = ctx.token_counter.count_batch([p.text for p in pieces]) if ctx.token_counter else [0] * len(pieces)
     versions = {s.strategy: s.build().version for s in strategy_steps}
-    return [
-        Chunk(
-            index=i,
-            text=p.text,
-            start_offset=p.start,
-            end_offset=p.end,
-            char_count=len(p.text),
-            token_count=t,
-            chunk_type=p.chunk_type,
-            section_path=p.section_path,
-            strategy=p.strategy,
-            strategy_version=versions.get(p.strategy, ""),
-            overlap_chars=p.overlap_chars,
-            derived=p.derived,
-            block_index=p.block_index,
-            metadata=dict(p.metadata),
-        )
-        for i, (p, t) in enumerate(zip(pieces, toks))
-    ]
+    return [_chunk(i, p, t, versions) for i, (p, t) in enumerate(zip(pieces, toks))]
+
+
+def _chunk(index: int, p: Piece, tokens: int, versions: dict[str, str], parent_index: int | None = None) -> Chunk:
+    """A numbered chunk record from a piece."""
+    return Chunk(
+        index=index,
+        text=p.text,
+        start_offset=p.start,
+        end_offset=p.end,
+        char_count=len(p.text),
+        token_count=tokens,
+        chunk_type=p.chunk_type,
+        section_path=p.section_path,
+        strategy=p.strategy,
+        strategy_version=versions.get(p.strategy, ""),
+        overlap_chars=p.overlap_chars,
+        derived=p.derived,
+        block_index=p.block_index,
+        parent_index=parent_index,
+        metadata=dict(p.metadata),
+    )

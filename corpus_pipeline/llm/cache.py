@@ -16,18 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
+
+from corpus_pipeline.store.jsoncache import JsonCache
 
 CACHE_FORMAT = "1"  # bump when what a cached answer means changes
 
 
-class ResponseCache:
-    def __init__(self, root: Path | None) -> None:
-        self.root = root
-
+class ResponseCache(JsonCache):
     @staticmethod
     def key(model: str, messages: Any, params: dict[str, Any]) -> str:
         blob = json.dumps(
@@ -35,30 +31,3 @@ class ResponseCache:
             ensure_ascii=False, sort_keys=True, separators=(",", ":"),
         )
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-    def _path(self, key: str) -> Path | None:
-        return self.root / key[:2] / f"{key}.json" if self.root is not None else None
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        path = self._path(key)
-        if path is None or not path.is_file():
-            return None
-        try:
-            value = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return value if isinstance(value, dict) else None
-
-    def put(self, key: str, value: dict[str, Any]) -> None:
-        path = self._path(key)
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(value, f, ensure_ascii=False, sort_keys=True)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise

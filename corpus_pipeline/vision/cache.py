@@ -8,44 +8,15 @@ Only successes are cached: a failed vision call is tried again on the next run.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import tempfile
 from pathlib import Path
-from typing import Any
+
+from corpus_pipeline.store.jsoncache import JsonCache
 
 
-class ResultCache:
+class ResultCache(JsonCache):
     def __init__(self, cache_dir: Path | None) -> None:
-        self.root = cache_dir / "vision" if cache_dir is not None else None
+        super().__init__(cache_dir / "vision" if cache_dir is not None else None)
 
     @staticmethod
     def key(*parts: str) -> str:
         return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
-
-    def _path(self, key: str) -> Path | None:
-        return self.root / key[:2] / f"{key}.json" if self.root is not None else None
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        path = self._path(key)
-        if path is None or not path.is_file():
-            return None
-        try:
-            value = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            return None  # a damaged entry is a miss
-        return value if isinstance(value, dict) else None
-
-    def put(self, key: str, value: dict[str, Any]) -> None:
-        path = self._path(key)
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(value, f, ensure_ascii=False, sort_keys=True)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
