@@ -75,4 +75,4 @@ def test_a_materialization_is_recorded_in_postgresql(tiny_kb, corpus_home, pg_en
         cur.execute("select count(*) from runs")
         assert cur.fetchone()[0] == 2
         cur.execute("select count(*) from event_logs where dagster_event_type = 'ASSET_MATERIALIZATION'")
-        assert cur.fetchone()[0] == 7
+        assert cur.fetchone()[0] == 8  # 3 parsing assets + 5 per-version assets
