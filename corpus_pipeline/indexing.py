@@ -36,7 +36,7 @@ from corpus_pipeline.tokens import token_counter_for
 
 #: Bump when the chunk tables built here change for the same input and strategy versions
 #: (columns, ids, image chunk rules): built versions are then stale and rebuilt.
-CHUNK_TABLE_VERSION = "2"  # 2: image text cut at the model's token limit
+CHUNK_TABLE_VERSION = "3"  # 2: image text cut at the model's token limit; 3: children skip parent overlap
 
 
 def _hid(*parts: object) -> str:
@@ -441,7 +441,10 @@ def build_child_chunks(
         versions = _versions(plan)
         items: list[tuple[Piece, dict[str, Any]]] = []
         for pr in prow:
-            seed = Piece(text=pr["text"], start=pr["start_offset"], end=pr["end_offset"], section_path=pr["section_path"] or "")
+            # Children cut the parent's own span: its overlap prefix repeats the previous
+            # parent, whose children already cover it (cutting it again duplicated chunks).
+            own = pr["start_offset"] + (0 if pr["derived"] else pr["overlap_chars"] or 0)
+            seed = Piece(text=doc["text"][own : pr["end_offset"]], start=own, end=pr["end_offset"], section_path=pr["section_path"] or "")
             for child in run_steps(plan.child, [seed], ctx):
                 items.append((child, pr))
         if doc_images:

@@ -94,3 +94,24 @@ def test_unchanged_documents_are_reused_and_ids_are_deterministic(tmp_path):
     # Rebuilding from nothing gives the same ids (idempotent re-runs).
     _, _, _, _, _, fresh = _build(d)
     assert fresh.column("chunk_id").to_pylist() == children2.column("chunk_id").to_pylist()
+
+
+def test_overlapping_parents_never_yield_the_same_child_twice(tmp_path):
+    d = tmp_path / "kb"
+    d.mkdir()
+    (d / "kb.yaml").write_text(
+        "chunking:\n"
+        "  parent: {RECURSIVE: {max_chars: 300, overlap_chars: 120}}\n"
+        "  child: {RECURSIVE: {max_chars: 100, overlap_chars: 0}}\n"
+    )
+    sentences = [f"Sentence number {i} says something short." for i in range(60)]
+    (d / "a.txt").write_text(" ".join(sentences) + "\n")
+    _, _, _, parsed, parents, children = _build(d)
+    assert any(p["overlap_chars"] > 0 for p in parents.to_pylist())  # the parents do overlap
+    spans = [(r["start_offset"], r["end_offset"]) for r in children.to_pylist()]
+    assert len(spans) == len(set(spans))
+    text = parsed["texts"].to_pylist()[0]["text"]
+    covered = set()
+    for s, e in spans:
+        covered.update(range(s, e))
+    assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())  # nothing lost either
