@@ -1,0 +1,1 @@
+"""Incremental re-indexing benchmark (issue 6): ``python -m benchmarks.incremental``."""
