@@ -14,7 +14,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -115,19 +115,34 @@ class EmbeddingCache:
 
 
 def embed_with_cache(
-    texts: Sequence[str], embedder: Embedder, cache: EmbeddingCache | None
+    texts: Sequence[str],
+    embedder: Embedder | Callable[[], Embedder],
+    cache: EmbeddingCache | None,
+    *,
+    model_name: str | None = None,
 ) -> tuple[np.ndarray, int, int]:
-    """Vectors for ``texts`` in order; returns ``(vectors, embedded, reused)``."""
+    """Vectors for ``texts`` in order; returns ``(vectors, embedded, reused)``.
+
+    ``embedder`` may be a zero-argument factory (with ``model_name``): the model is then
+    loaded only when some text is missing from the cache, so a re-run whose texts were all
+    embedded before never pays the model's import and load.
+    """
+    lazy = callable(embedder) and not hasattr(embedder, "embed")
+    name = model_name if lazy else embedder.model_name  # type: ignore[union-attr]
+    if name is None:
+        raise ValueError("embed_with_cache: a lazy embedder needs model_name")
     hashes = [text_hash(t) for t in texts]
-    found = cache.get_many(embedder.model_name, hashes) if cache else {}
+    found = cache.get_many(name, hashes) if cache else {}
     missing = [h for h in dict.fromkeys(hashes) if h not in found]
-    if missing:
-        first = {h: t for t, h in zip(texts, hashes)}
-        new = embedder.embed([first[h] for h in missing])
-        fresh = dict(zip(missing, new))
-        if cache:
-            cache.put_many(embedder.model_name, fresh)
-        found.update(fresh)
-    dim = embedder.dimension
+    dim = next(iter(found.values())).shape[0] if found else 0
+    if missing or not hashes:
+        model = embedder() if lazy else embedder  # type: ignore[operator]
+        dim = model.dimension
+        if missing:
+            first = {h: t for t, h in zip(texts, hashes)}
+            fresh = dict(zip(missing, model.embed([first[h] for h in missing])))
+            if cache:
+                cache.put_many(name, fresh)
+            found.update(fresh)
     vecs = np.stack([found[h] for h in hashes]) if hashes else np.zeros((0, dim), dtype=np.float32)
     return vecs.astype(np.float32), len(missing), len(texts) - len(missing)

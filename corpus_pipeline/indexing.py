@@ -498,10 +498,11 @@ class EmbedStats:
 
 
 def embed_chunks(children: pa.Table, model: str, *, batch_size: int, cache: EmbeddingCache | None) -> tuple[pa.Table, EmbedStats]:
-    embedder = load_embedder(model, batch_size)
     texts = children.column("text").to_pylist()
-    vecs, embedded, reused = embed_with_cache(texts, embedder, cache)
-    dim = embedder.dimension
+    vecs, embedded, reused = embed_with_cache(
+        texts, lambda: load_embedder(model, batch_size), cache, model_name=model
+    )
+    dim = int(vecs.shape[1])
     flat = pa.array(vecs.reshape(-1), type=pa.float32())
     table = pa.table(
         {
