@@ -110,14 +110,15 @@ class Freshness:
 
 def check(layout: Layout, kb: KnowledgeBase, version: str, documents: pa.Table) -> Freshness:
     """Compare the KB as discovered now (``documents``) with what was last built."""
-    from corpus_pipeline.store.lance import list_table_names, connect, table_name
+    from corpus_pipeline.store.lance import table_name
 
     fp = parse_fingerprint(kb, documents)
     last = last_parsed(layout, kb.name)
     parse_needed = last != fp
     state = _read(_state_dir(layout, kb.name) / f"index-{version}.json")
     built_from = state.get("parse_fingerprint")
-    has_table = layout.lancedb.exists() and table_name(kb.name, version) in list_table_names(connect(layout.lancedb))
+    # The table's folder, not a LanceDB connection: importing lancedb costs seconds.
+    has_table = (layout.lancedb / f"{table_name(kb.name, version)}.lance").is_dir()
     old_build = state.get("build") != build_version()
     index_needed = parse_needed or built_from != fp or not has_table or old_build
     if last is None:
