@@ -18,7 +18,9 @@ pipeline calls it (our time includes tokenizing each document for the size meter
 building pieces with exact offsets; the peers return strings). Runs are interleaved and
 the best is kept: ``5 x --repeat`` runs in characters, ``--repeat`` in tokens (the machine
 is shared; the best run is the one least disturbed). ``--write`` records the result
-with the machine description in ``benchmarks/chunking/RESULTS.md``. The peers are
+with the machine description, date and load average in ``benchmarks/chunking/RESULTS.md``.
+``python -m benchmarks.chunking.identity --save F`` / ``--compare F`` fingerprints the output
+of the benchmarked configurations, to show a speed change left it byte-identical. The peers are
 benchmark-only extras (``pip install -e .[bench]``); the product never imports them.
 """
 
@@ -118,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"corpus {args.corpus} not found", file=sys.stderr)
         return 2
     texts = load_corpus(args.corpus)
+    load_start = os.getloadavg()
     mb = sum(len(t.encode()) for t in texts) / 1e6
     print(f"{len(texts)} files, {mb:.1f} MB, best of {args.repeat}")
 
@@ -167,16 +170,28 @@ def main(argv: list[str] | None = None) -> int:
         lines.append("")
     ratio = chars["corpus_pipeline STRUCTURE->RECURSIVE"][0] / chars["corpus_pipeline RECURSIVE"][0]
     lines.append(f"STRUCTURE->RECURSIVE takes {ratio:.2f}x the time of RECURSIVE (characters).")
+    load_end = os.getloadavg()
+    lines += [
+        "",
+        "Load average (1/5/15 min) on the machine: "
+        + " / ".join(f"{x:.2f}" for x in load_start) + " at the start, "
+        + " / ".join(f"{x:.2f}" for x in load_end) + f" at the end ({os.cpu_count()} cores; the machine is "
+        "shared, so a load above 1 means other processes competed for the cores during the run).",
+    ]
     report = "\n".join(lines)
     print(report)
     if args.write and not args.chars_only:
-        stamp = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-        (HERE / "RESULTS.md").write_text(
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        out = HERE / "RESULTS.md"
+        # Hand-written notes (a "## Notes" section at the end) survive a rewrite.
+        old = out.read_text(encoding="utf-8") if out.exists() else ""
+        notes = old[old.index("\n## Notes") :] if "\n## Notes" in old else ""
+        out.write_text(
             "# Chunking benchmark results\n\n"
             "Latest run of `.venv/bin/python -m benchmarks.chunking --write` "
             "(targets: RECURSIVE at least 1x LangChain in characters and 2.5x in tokens; "
             "STRUCTURE->RECURSIVE within 1.5x of RECURSIVE).\n\n"
-            f"Run {stamp} on {machine()}.\n\n{report}\n",
+            f"Run {stamp} on {machine()}.\n\n{report}\n{notes}",
             encoding="utf-8",
         )
     return 0

@@ -52,9 +52,12 @@ _ATX_LINE = re.compile(r"\n[ \t]{0,3}(#{1,6})[ \t]+([^\n]*)")
 _ATX_FIRST = re.compile(r"[ \t]{0,3}(#{1,6})[ \t]+([^\n]*)")
 _CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 _AMBIGUOUS = frozenset({"outline", "paren_outline", "digit"})
+_LISTISH = _AMBIGUOUS | {"multi_digit"}
+_new = tuple.__new__  # NamedTuple records built without their Python-level __new__
 _FENCE_LINE = re.compile(r"\n[ \t]{0,3}(`{3,}|~{3,})")
 _FENCE_FIRST = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})")
 _ATTRS = re.compile(r"\s*\{[^{}]*[#.][^{}]*\}\s*$")  # "Title { #anchor }" (attr_list)
+_ATTRS_TAIL = re.compile(r"\{[^{}]*[#.][^{}]*\}\s*$")
 _BULLET = re.compile(r"[-*+•·][ \t]")
 _SENTENCE_END = tuple("。！？；.!?;，,：:")
 _INNER_PUNCT = ("，", "；", "。", "：")
@@ -75,7 +78,9 @@ _LINE_SCAN_BODY = (
     + _CANDIDATE_BODY + r"))"
 )
 # One scan per document: "\n" first, so the regex engine jumps from line to line.
-_LINE_SCAN = re.compile(r"\n" + _LINE_SCAN_BODY, re.M)
+# The lookahead on the line's first character (what any alternative can start with) lets
+# the engine drop most lines after one character-class test.
+_LINE_SCAN = re.compile(r"\n(?=[ \t#`~附AaS步第" + _CN_NUM + r"（(0-9=\-])" + _LINE_SCAN_BODY, re.M)
 _LINE_SCAN_FIRST = re.compile(_LINE_SCAN_BODY, re.M)
 _FRONT_MATTER_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.M)
 _SETEXT = re.compile(r"[ \t]{0,3}(=+|-{2,})[ \t]*\r?$")
@@ -247,13 +252,15 @@ def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Seq
         if m0:
             matches.insert(0, m0)
     fence = ""
+    lim = max(start, fm_end)
     for m in matches:
-        ls = m.start() + 1 if text[m.start()] == "\n" else m.start()
-        if ls < start or ls < fm_end:
+        ms = m.start()
+        ls = ms + 1 if text[ms] == "\n" else ms
+        if ls < lim:
             continue
-        mark = m.group(3)
+        hashes, title, mark, info = m.groups()
         if fence:
-            if mark and mark[0] == fence[0] and len(mark) >= len(fence) and not m.group(4).strip():
+            if mark and mark[0] == fence[0] and len(mark) >= len(fence) and not info.strip():
                 fence = ""
             continue
         if mark:
@@ -261,14 +268,19 @@ def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Seq
             continue
         if ls in found:
             continue
-        if m.group(1):  # Markdown ATX heading
-            title = m.group(2).strip()
+        if hashes:  # Markdown ATX heading
+            title = title.strip()
             if title.endswith("#"):
                 title = _CLOSING.sub("", title)
             if "{" in title:
-                title = _ATTRS.sub("", title).strip()
+                # _ATTRS.sub("", title).strip(): a match can only start at the last "{"
+                # (plus the whitespace before it, which strip() removes anyway)
+                i = title.rfind("{")
+                if _ATTRS_TAIL.match(title, i):
+                    title = title[:i]
+                title = title.strip()
             if title:
-                found[ls] = (ls, m.end(), LineClass(HEADING, "markdown", len(m.group(1)), title))
+                found[ls] = (ls, m.end(), _new(LineClass, (HEADING, "markdown", len(hashes), title)))
             continue
         le = text.find("\n", ls, end)
         if le < 0:
@@ -297,17 +309,14 @@ def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Seq
             found[ls] = (ls, le, lc)
 
     items = [found[k] for k in sorted(found)]
-    has_markdown = False
-    ambiguous_seen = False
-    for _, _, c in items:
-        if c.form in ("markdown", "setext"):
-            has_markdown = True
-        elif c.form in _AMBIGUOUS:
-            ambiguous_seen = True
+    forms = {c[1] for _, _, c in items}
+    has_markdown = "markdown" in forms or "setext" in forms
+    ambiguous_seen = not forms.isdisjoint(_AMBIGUOUS)
 
     # Heading vs list item: numbered lines next to each other form a list.
-    kinds = [c.kind for _, _, c in items]
-    if ambiguous_seen or has_markdown:
+    kinds = [c[0] for _, _, c in items]
+    # (only digit, multi_digit and the ambiguous forms can change kind)
+    if (ambiguous_seen or has_markdown) and not forms.isdisjoint(_LISTISH):
         for i, (ls, le, c) in enumerate(items):
             if c.kind != HEADING:
                 continue
@@ -343,5 +352,5 @@ def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Seq
                 rank[family] = len(rank) + 1
             base = anchor + rank[family] * 10  # room for depths inside a family
             level = base + (c.depth - 1 if family != "chapter" else c.depth)
-        out.append(Heading(ls, le + 1 if le < end else end, level, c.title, form))
+        out.append(_new(Heading, (ls, le + 1 if le < end else end, level, c.title, form)))
     return out

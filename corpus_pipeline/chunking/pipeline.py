@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
-from corpus_pipeline.chunking.base import ChunkContext
+from corpus_pipeline.chunking.base import ChunkContext, make_piece
 from corpus_pipeline.chunking.plan import Plan, Step
 from corpus_pipeline.models import Chunk, ParentBlock, Piece
 
@@ -39,8 +39,15 @@ def run_steps(steps: Sequence[Step], pieces: Sequence[Piece], ctx: ChunkContext)
         strategy = step.build()
         before = {id(p) for p in current}
         produced = strategy.split_all(current, ctx)
+        name = step.strategy
+        # make_piece(...) is dataclasses.replace(p, strategy=name) at a fraction of the cost
         current = cleanup(
-            p if (id(p) in before and p.strategy) else dataclasses.replace(p, strategy=step.strategy)
+            p
+            if (id(p) in before and p.strategy)
+            else make_piece(
+                p.text, p.start, p.end, p.section_path, p.chunk_type, p.overlap_chars, p.derived,
+                p.block_index, name, p.metadata,
+            )
             for p in produced
         )
     return current

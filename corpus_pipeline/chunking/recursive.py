@@ -29,10 +29,12 @@ that splits a word may count a token or two more when re-tokenized on its own.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from collections.abc import Sequence
 
 from corpus_pipeline.chunking import text as tx
-from corpus_pipeline.chunking.base import ChunkContext, Strategy, sub_piece
+from corpus_pipeline.chunking.base import ChunkContext, Strategy, make_piece, sub_piece
 from corpus_pipeline.chunking.params import StrategyConfig, param
 from corpus_pipeline.chunking.registry import register
 from corpus_pipeline.chunking.sizes import SizeMeter
@@ -40,11 +42,12 @@ from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.models import Piece
 
 _PARA_SEP = tx._PARA_SEP
-_SENT_END = tx._SENT_END
+_SENT_CAND = tx._SENT_CAND
 _WS = tx._WS_SET
 _LINE_END_OK = frozenset("。！？；….!?;:：\"'”’」』）)]】》〉")
 _BLOCK_START = frozenset("-*+>#|`~")
 _HSPACE = frozenset(" \t\r\f\v\u3000")
+_HBLANK = re.compile("\n[ \t\r\f\v\u3000]+\n")  # a blank line holding _HSPACE characters
 _MIN_FILL = 4  # a coarse cut must fill at least 1/_MIN_FILL of the window
 
 
@@ -115,6 +118,11 @@ def _find_cut(text: str, own: int, lo: int, hi: int, end: int) -> tuple[int, int
     0 blank line, 1 natural line break, 2 sentence end, 3 line break, 4 space; (-1, 5)
     when there is none."""
     rfind = text.rfind
+    # Fast path for the usual case: the last "\n\n" in the window is the last blank line
+    # unless a blank line holding spaces lies after it (one C search says there is none).
+    k = rfind("\n\n", lo + 1, hi + 1)
+    if k > lo and _HBLANK.search(text, k + 1, hi + 1) is None:
+        return k, 0
     hspace = _HSPACE
     first_ok = first_any = -1
     nl = rfind("\n", lo + 1, hi + 1)
@@ -153,17 +161,20 @@ def overlap_start(text: str, prev_start: int, prev_end: int, room: int, meter: S
     """
     if room <= 0:
         return prev_end
-    p0 = max(prev_start, prev_end - room) if meter.unit == "chars" else meter.retreat(prev_start, prev_end, room)
-    if p0 >= prev_end:
-        return prev_end
+    if meter.unit == "chars":
+        p0 = prev_end - room
+    else:
+        p0 = meter.retreat(prev_start, prev_end, room)
+        if p0 >= prev_end:
+            return prev_end
     if p0 <= prev_start:
         return prev_start
     # A sentence end just before p0 makes p0 itself a sentence start: search from a little
     # before it, keeping only starts at or after p0.
     ws = _WS
     accepts = tx._accepts
-    search = _SENT_END.search
-    m = search(text, max(prev_start, p0 - 3), prev_end)
+    search = _SENT_CAND.search  # runs _accepts would refuse mostly filtered out in C
+    m = search(text, p0 - 3 if p0 - 3 > prev_start else prev_start, prev_end)  # noqa: FURB136 (max() costs a call)
     while m is not None:
         s = m.end()
         while s < prev_end and text[s] in ws:
@@ -209,7 +220,9 @@ def cut_spans(
         else:
             hi = p + limit if chars else advance(p, e, limit)
             room = (limit - (own - p)) if chars else (limit - measure(p, own))
-            fill = max(1, room // _MIN_FILL)
+            fill = room // _MIN_FILL
+            if fill < 1:  # noqa: PLR1730 (max() costs a call per chunk)
+                fill = 1
             lo = own + fill if chars else advance(own, e, fill)
             cut, level = _find_cut(text, own, lo, hi, e) if lo < hi else (-1, 5)
             if level >= 3:  # nothing coarse past the fill line: any coarse cut at all?
@@ -259,21 +272,12 @@ def recursive_pieces(piece: Piece, ctx: ChunkContext, cfg: RecursiveConfig, **me
         ov = max(0, piece.overlap_chars - (s - piece.start))
         return [sub_piece(piece, text, s, e, overlap_chars=ov, metadata=meta)]
     base = {**piece.metadata, **meta_extra} if meta_extra else piece.metadata
-    hard_meta = None
-    out = []
-    for a, b, ov, hard in cut_spans(text, s, e, meter, limit, cfg.overlap):
-        if hard:
-            if hard_meta is None:
-                hard_meta = {**base, "hard_cut": True}
-            meta = hard_meta
-        else:
-            meta = base
-        out.append(
-            Piece(
-                text[a:b], a, b, piece.section_path, piece.chunk_type, ov, False, piece.block_index, "", meta
-            )
-        )
-    return out
+    hard_meta = {**base, "hard_cut": True}  # shared by this piece's hard-cut chunks
+    path, ctype, bi = piece.section_path, piece.chunk_type, piece.block_index
+    return [
+        make_piece(text[a:b], a, b, path, ctype, ov, False, bi, "", hard_meta if hard else base)
+        for a, b, ov, hard in cut_spans(text, s, e, meter, limit, cfg.overlap)
+    ]
 
 
 @register
@@ -290,3 +294,25 @@ class Recursive(Strategy):
 
     def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
         return recursive_pieces(piece, ctx, self.config)
+
+    def split_all(self, pieces: Sequence[Piece], ctx: ChunkContext) -> list[Piece]:
+        # After STRUCTURE most pieces are sections already within the size and trimmed:
+        # ``recursive_pieces`` would return them unchanged, so they are passed through here
+        # with one size test and two character tests, without the call.
+        cfg = self.config
+        text = ctx.text
+        limit = cfg.limit
+        chars = cfg.size_unit == "chars"
+        measure = None if chars else ctx.meter(cfg.size_unit).measure
+        ws = _WS
+        out: list[Piece] = []
+        append = out.append
+        for piece in pieces:
+            s, e = piece.start, piece.end
+            if s < e and text[s] not in ws and text[e - 1] not in ws and (
+                e - s <= limit if chars else measure(s, e) <= limit  # type: ignore[misc]
+            ):
+                append(piece)
+            else:
+                out.extend(recursive_pieces(piece, ctx, cfg))
+        return out

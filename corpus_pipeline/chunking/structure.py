@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from corpus_pipeline.chunking import text as tx
-from corpus_pipeline.chunking.base import ChunkContext, Strategy
+from corpus_pipeline.chunking.base import ChunkContext, Strategy, make_piece
 from corpus_pipeline.chunking.headings import find_headings
 from corpus_pipeline.chunking.params import StrategyConfig, param
 from corpus_pipeline.chunking.recursive import RecursiveConfig, recursive_pieces
@@ -94,38 +94,47 @@ class Structure(Strategy):
                 fallback_reason="no heading found",
             )
         base = piece.section_path.strip()
-        spans: list[tuple[int, int, str]] = []
         ws = tx._WS_SET
-        pre_s, pre_e = tx.trim(text, piece.start, headings[0].start)
+        pend = piece.end
+        ctype, bi, meta = piece.chunk_type, piece.block_index, piece.metadata
+        p_start, p_ov = piece.start, piece.overlap_chars
+        ov_end = p_start + p_ov  # spans starting before it inherit part of the piece's overlap
+        out: list[Piece] = []
+        pre_s, pre_e = tx.trim(text, p_start, headings[0].start)
         if pre_e > pre_s:
-            spans.append((pre_s, pre_e, base))
+            ov = max(0, p_ov - (pre_s - p_start)) if pre_s < ov_end else 0
+            out.append(make_piece(text[pre_s:pre_e], pre_s, pre_e, base, ctype, ov, False, bi, "", meta))
         # The stack holds (level, path so far): each path is built once, from its parent's.
         stack: list[tuple[int, str]] = []
         pending = -1  # start of heading-only sections waiting for the next one
         merge = cfg.merge_heading_only
         last = len(headings) - 1
-        for i, h in enumerate(headings):
-            while stack and stack[-1][0] >= h.level:
+        nexts = [h[0] for h in headings]
+        nexts.append(pend)
+        for i, (h_start, body_start, level, title, _) in enumerate(headings):
+            while stack and stack[-1][0] >= level:
                 stack.pop()
             parent = stack[-1][1] if stack else base
-            title = h.title.strip()
+            title = title.strip()
             path = (parent + " > " + title if parent else title) if title else parent
-            stack.append((h.level, path))
-            nxt = headings[i + 1].start if i < last else piece.end
-            start = h.start if pending < 0 else pending
+            stack.append((level, path))
+            nxt = nexts[i + 1]
+            a = h_start if pending < 0 else pending
             if merge and i < last:
-                j = h.body_start
+                j = body_start
                 while j < nxt and text[j] in ws:
                     j += 1
                 if j >= nxt:  # a heading with no body: kept with the next section
-                    pending = start
+                    pending = a
                     continue
             pending = -1
-            a, b = tx.trim(text, start, nxt)
+            # tx.trim(text, a, nxt), inlined
+            b = nxt
+            while a < b and text[a] in ws:
+                a += 1
+            while b > a and text[b - 1] in ws:
+                b -= 1
             if b > a:
-                spans.append((a, b, path))
-        out = []
-        for a, b, path in spans:
-            ov = max(0, piece.overlap_chars - (a - piece.start)) if a < piece.start + piece.overlap_chars else 0
-            out.append(Piece(text[a:b], a, b, path, piece.chunk_type, ov, False, piece.block_index, "", piece.metadata))
+                ov = max(0, p_ov - (a - p_start)) if a < ov_end else 0
+                out.append(make_piece(text[a:b], a, b, path, ctype, ov, False, bi, "", meta))
         return out

@@ -31,6 +31,20 @@ _C = re.escape(_CLOSERS)
 # engine scans fast); ``_accepts`` then applies the rules: CJK / full-width enders count on
 # their own, ASCII ``! ? ; .`` need whitespace or the end of the text after the run.
 _SENT_END = re.compile(r"[。！？；…!?;.]+[" + _C + r"]*")
+# The same runs, minus most of those ``_accepts`` would refuse, filtered in C: a run holding
+# a CJK ender (the whole ``_SENT_END`` run), or an ASCII run followed by whitespace or by
+# the end of the searched window. Each match is exactly the ``_SENT_END`` match at the same
+# place (a refused run's suffixes are followed by the same character, so they fail too), and
+# ``_accepts`` still decides; loops that skip refused runs give the same result with either.
+_E = "。！？；…!?;."
+_SENT_CAND = re.compile(
+    # one ender first (a character class, so the engine scans fast), then: a CJK ender
+    # already seen; or a CJK ender further in the run; or an ASCII-only run + closers
+    # followed by whitespace or the window's end.
+    r"[" + _E + r"](?:(?<=[。！？；…])[" + _E + r"]*[" + _C + r"]*"
+    r"|[!?;.]*[。！？；…][" + _E + r"]*[" + _C + r"]*"
+    r"|[!?;.]*[" + _C + r"]*(?=[ \t\r\n\f\v\u3000\u00a0\ufeff]|\Z))"
+)
 _CJK_ENDERS = frozenset("。！？；…")
 _ABBREVIATIONS = frozenset(
     "e.g i.e etc vs mr mrs ms dr prof sr jr st no nos fig figs eq eqs al approx dept est inc "
@@ -129,7 +143,7 @@ def _accepts(text: str, m: re.Match[str]) -> bool:
 def sentence_ends(text: str, start: int = 0, end: int | None = None) -> Iterator[int]:
     """Positions just after each sentence end in ``[start, end)`` (closers included)."""
     end = len(text) if end is None else end
-    for m in _SENT_END.finditer(text, start, end):
+    for m in _SENT_CAND.finditer(text, start, end):
         if _accepts(text, m):
             yield m.end()
 
@@ -138,7 +152,7 @@ def last_sentence_end(text: str, lo: int, hi: int, limit: int) -> int:
     """The last sentence end ``p`` with ``lo < p <= hi``, searching text up to ``limit``
     (``limit >= hi`` lets an end right at ``hi`` see what follows it); -1 if none."""
     best = -1
-    for m in _SENT_END.finditer(text, lo, limit):
+    for m in _SENT_CAND.finditer(text, lo, limit):
         e = m.end()
         if e > hi:
             break
@@ -152,7 +166,7 @@ def first_sentence_start(text: str, lo: int, hi: int) -> int:
     that lies in ``[lo, hi)``; -1 if none."""
     pos = lo
     while True:
-        m = _SENT_END.search(text, pos, hi)
+        m = _SENT_CAND.search(text, pos, hi)
         if m is None:
             return -1
         if _accepts(text, m):
