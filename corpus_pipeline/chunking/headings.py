@@ -247,7 +247,7 @@ def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Seq
             found[ls] = (ls, le, LineClass(HEADING, "title_block", b.level or 1, title))
     fm_end = _front_matter_end(text, start, end)
     matches = list(_LINE_SCAN.finditer(text, max(0, start - 1), end))
-    if start == 0 or text[start - 1] == "\n":
+    if start == 0:  # (after a newline the scan from start - 1 already sees this line)
         m0 = _LINE_SCAN_FIRST.match(text, start, end)
         if m0:
             matches.insert(0, m0)

@@ -71,7 +71,7 @@ def compose_path(base: str, titles: list[str]) -> str:
 class Structure(Strategy):
     name = "STRUCTURE"
     code = 1
-    version = "v1"
+    version = "v2"  # v2: a fence at the start of a span no longer opens and closes at once
     description = (
         "One piece per section, cut at headings (Markdown, setext, 1.2.3, 第一章, 一、, appendix; "
         "never inside code fences), with 'A > B' section paths. No heading -> RECURSIVE."

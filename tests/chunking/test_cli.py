@@ -46,7 +46,7 @@ def test_preview_of_stdin_with_a_strategy(tmp_path: Path) -> None:
     data = json.loads(out)
     assert code == 0
     assert (data["strategy"], data["strategy_version"], data["total_chunks"], data["total_chars"]) == (
-        "STRUCTURE", "v1", 2, len(DOC))
+        "STRUCTURE", "v2", 2, len(DOC))
     first = data["chunks"][0]
     assert set(first) >= {"index", "text", "char_count", "token_count", "start_offset", "end_offset",
                           "chunk_type", "section_path", "metadata"}

@@ -65,6 +65,13 @@ def test_hash_lines_inside_code_fences_are_not_headings() -> None:
     assert sections(doc) == [("Setup", doc.strip())]
 
 
+def test_a_fence_at_the_start_of_a_span_still_hides_its_hash_lines() -> None:
+    # A child pipeline runs STRUCTURE over a parent's span, which can begin at a fence.
+    text = "intro\n```\n# not a heading\n```\n# Real\n"
+    start = text.index("```")
+    assert [h.title for h in find_headings(text, start)] == ["Real"]
+
+
 def test_front_matter_is_not_a_heading() -> None:
     doc = "---\ntitle: x\n---\n# Real\nBody.\n"
     assert [p for p, _ in sections(doc)] == ["", "Real"]
