@@ -97,14 +97,8 @@ def _heading_level(text: str) -> int | None:
         return None
     if m := _HASH_HEAD.match(s):
         return len(m.group(1))
-    if m := _CN_CHAPTER.match(s):
-        return 3 if m.group(1) in "节条" else 2
-    if _CN_ORDINAL.match(s):
-        return 2
-    if _CN_PAREN.match(s):
-        return 3
-    if m := _NUMBERED_HEAD.match(s):
-        return min(m.group(1).count(".") + 2, 6)
+    if (level := numbered_heading_level(s)) is not None:
+        return level
     letters = [c for c in s if c.isalpha()]
     if len(letters) >= 3 and all(c.isupper() for c in letters if c.isascii()) and all(c.isascii() for c in letters):
         return 2
