@@ -48,40 +48,46 @@ _MULTI_DIGIT = re.compile(r"(\d{1,2}(?:\.\d{1,3})+)\.?[ \t]+(\S.*)$")
 _OUTLINE = re.compile(r"([" + _CN_NUM + r"]{1,3})、\s*(\S.*)$")
 _PAREN_OUTLINE = re.compile(r"[（(]([" + _CN_NUM + r"]{1,3})[）)]\s*(\S.*)$")
 _DIGIT = re.compile(r"(\d{1,2})(?:、\s*|[.．][ \t]+)(\S.*)$")
-_ATX_LINE = re.compile(r"\n[ \t]{0,3}(#{1,6})[ \t]+([^\n]*)")
-_ATX_FIRST = re.compile(r"[ \t]{0,3}(#{1,6})[ \t]+([^\n]*)")
 _CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 _AMBIGUOUS = frozenset({"outline", "paren_outline", "digit"})
 _LISTISH = _AMBIGUOUS | {"multi_digit"}
 _new = tuple.__new__  # NamedTuple records built without their Python-level __new__
-_FENCE_LINE = re.compile(r"\n[ \t]{0,3}(`{3,}|~{3,})")
-_FENCE_FIRST = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})")
 _ATTRS = re.compile(r"\s*\{[^{}]*[#.][^{}]*\}\s*$")  # "Title { #anchor }" (attr_list)
 _ATTRS_TAIL = re.compile(r"\{[^{}]*[#.][^{}]*\}\s*$")
 _BULLET = re.compile(r"[-*+•·][ \t]")
 _SENTENCE_END = tuple("。！？；.!?;，,：:")
 _INNER_PUNCT = ("，", "；", "。", "：")
 
-# Lines worth classifying: anything else is body. One C-level scan finds them.
+# Lines worth classifying: anything else is body.
 _CANDIDATE_BODY = (
     r"[ \t]{0,3}(?:#|附录|附件|Appendix|APPENDIX|Annex|ANNEX|第|步骤|Step|STEP|[" + _CN_NUM + r"]{1,3}、|[（(]["
     + _CN_NUM + r"]{1,3}[）)]|\d{1,2}(?:\.\d{1,3})*[.．、 \t]|(?:=+|-+)[ \t]*\r?$)"
 )
-# Anchored on a literal "\n" so the regex engine jumps from line to line (a "^" pattern in
-# MULTILINE mode is tried at every character); the first line is matched separately.
-_CANDIDATE = re.compile(
-    r"\n(?=[ \t]{0,3}[附AaS步第一二三四五六七八九十百千零〇两（(0-9=\-])(?=" + _CANDIDATE_BODY + ")", re.M
-)
-_CANDIDATE_FIRST = re.compile(_CANDIDATE_BODY, re.M)
+
+
+def _fenced_block(mark: str, group: int) -> str:
+    """A whole fenced code block, opening line to closing line (or to the end: an unclosed
+    fence runs on, as in CommonMark). The closing line is the same character at least as
+    many times, then only whitespace; the lines between are consumed without a look."""
+    return (
+        "(" + mark + "{3,})[^\n]*(?:\n[^\n]*)*?"
+        "(?:\n[ \t]{0,3}\\" + str(group) + mark + "*[^\\S\n]*(?=\n|\\Z)|\\Z)"
+    )
+
+
 _LINE_SCAN_BODY = (
-    r"[ \t]{0,3}(?:(#{1,6})[ \t]+([^\n]*)|(`{3,}|~{3,})([^\n]*)|(?=[附AaS步第" + _CN_NUM + r"（(0-9=\-])(?="
-    + _CANDIDATE_BODY + r"))"
+    r"[ \t]{0,3}(?:(#{1,6})[ \t]+([^\n]*)"  # 1, 2: an ATX heading and its title
+    + "|" + _fenced_block("`", 3)  # 3: a ``` block, whole
+    + "|" + _fenced_block("~", 4)  # 4: a ~~~ block, whole
+    + r"|(?=[附AaS步第" + _CN_NUM + r"（(0-9=\-])(?=" + _CANDIDATE_BODY + r"))"  # no group: classify the line
 )
-# One scan per document: "\n" first, so the regex engine jumps from line to line.
-# The lookahead on the line's first character (what any alternative can start with) lets
-# the engine drop most lines after one character-class test.
+# One scan per document visits only the lines that can matter. "\n" first, so the regex
+# engine jumps from line to line (a "^" pattern in MULTILINE mode is tried at every
+# character), and a lookahead on the line's first character (what any alternative can start
+# with) drops most lines after one character-class test. A fenced block is one match, so
+# the "#" lines inside it are never seen. ``m.lastindex`` says which alternative matched.
 _LINE_SCAN = re.compile(r"\n(?=[ \t#`~附AaS步第" + _CN_NUM + r"（(0-9=\-])" + _LINE_SCAN_BODY, re.M)
-_LINE_SCAN_FIRST = re.compile(_LINE_SCAN_BODY, re.M)
+_LINE_SCAN_FIRST = re.compile(_LINE_SCAN_BODY, re.M)  # the span's first line, matched on its own
 _FRONT_MATTER_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.M)
 _SETEXT = re.compile(r"[ \t]{0,3}(=+|-{2,})[ \t]*\r?$")
 _NOT_PARAGRAPH = re.compile(r"[ \t]*(?:[-*+>|#]|\d{1,3}[.)、]|```|~~~)")
@@ -188,39 +194,6 @@ def _line_end(text: str, pos: int, end: int) -> int:
     return end if nl < 0 else nl
 
 
-def _fenced_ranges(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """Spans of fenced code and front matter inside ``[start, end)``: no headings there."""
-    ranges: list[tuple[int, int]] = []
-    if start == 0 and text.startswith("---") and text[3:4] in ("\n", "\r"):
-        close = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.M).search(text, 4, end)
-        if close:
-            ranges.append((0, close.end()))
-    open_at, open_mark = -1, ""
-    # Fence lines: "\n" + up to 3 spaces + ``` or ~~~ (the literal "\n" makes the scan fast).
-    marks = [(m.start(1), m.end(1)) for m in _FENCE_LINE.finditer(text, max(0, start - 1), end) if m.start(1) >= start]
-    if (start == 0 or text[start - 1] == "\n") and (not marks or marks[0][0] > start + 3):
-        m0 = _FENCE_FIRST.match(text, start, end)
-        if m0:
-            marks.insert(0, (m0.start(1), m0.end(1)))
-    for ms, me in marks:
-        ls = text.rfind("\n", start, ms) + 1 or start
-        if ls < start:
-            ls = start
-        mark = text[ms:me]
-        le = text.find("\n", me, end)
-        le = end if le < 0 else le
-        if open_at < 0:
-            if ranges and ms < ranges[-1][1]:
-                continue
-            open_at, open_mark = ls, mark
-        elif mark[0] == open_mark[0] and len(mark) >= len(open_mark) and not text[me:le].strip():
-            ranges.append((open_at, le))
-            open_at = -1
-    if open_at >= 0:  # an unclosed fence runs to the end (CommonMark)
-        ranges.append((open_at, end))
-    return ranges
-
-
 def _front_matter_end(text: str, start: int, end: int) -> int:
     """End of YAML front matter (``---`` ... ``---``) at the very start of the text, or 0."""
     if start == 0 and text.startswith("---") and text[3:4] in ("\n", "\r"):
@@ -231,45 +204,48 @@ def _front_matter_end(text: str, start: int, end: int) -> int:
 
 
 def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Sequence[Block] = ()) -> list[Heading]:
-    """The headings of ``text[start:end]``, in order, with their resolved levels.
+    """The headings of ``text[start:end]``, in order, with their resolved levels and
+    stripped titles.
 
-    One regex pass visits only the lines that can matter (ATX headings, fences, lines
-    starting like one of the other forms); fences are tracked as the pass goes, so a ``#``
-    line inside one is skipped without a second scan.
+    One regex pass visits only the lines that can matter (ATX headings, whole fenced
+    blocks, lines starting like one of the other forms); a fenced block is one match, so a
+    ``#`` line inside one is never looked at.
     """
     end = len(text) if end is None else end
-    found: dict[int, tuple[int, int, LineClass]] = {}
+    # (line start, line end, kind, form, depth, title) per heading or list item, in order.
+    items: list[tuple[int, int, str, str, int, str]] = []
+    append = items.append
+    titled: dict[int, tuple[int, int, str, str, int, str]] = {}  # the parser's TITLE blocks
     for b in blocks:
         if b.block_type == "TITLE" and start <= b.start_offset < end:
             ls = max(start, text.rfind("\n", start, b.start_offset) + 1)
             le = _line_end(text, ls, end)
             title = " ".join(b.text.split()) or text[ls:le].strip()
-            found[ls] = (ls, le, LineClass(HEADING, "title_block", b.level or 1, title))
+            titled[ls] = (ls, le, HEADING, "title_block", b.level or 1, title)
     fm_end = _front_matter_end(text, start, end)
-    matches = list(_LINE_SCAN.finditer(text, max(0, start - 1), end))
-    if start == 0:  # (after a newline the scan from start - 1 already sees this line)
-        m0 = _LINE_SCAN_FIRST.match(text, start, end)
+    lim = max(start, fm_end)
+    # Front matter is skipped by starting after it (a fence inside it must not open).
+    if lim == 0:  # the first line has no "\n" before it: matched on its own
+        m0 = _LINE_SCAN_FIRST.match(text, 0, end)
+        matches = list(_LINE_SCAN.finditer(text, m0.end(), end)) if m0 else list(_LINE_SCAN.finditer(text, 0, end))
         if m0:
             matches.insert(0, m0)
-    fence = ""
-    lim = max(start, fm_end)
+    else:  # (after a newline the scan from lim - 1 sees the line starting at lim)
+        matches = list(_LINE_SCAN.finditer(text, lim - 1, end))
+    only_explicit = True  # only ATX / setext / TITLE headings so far: levels are their depths
+    last_ls = -1  # line start of the last item (setext looks at the line above)
     for m in matches:
         ms = m.start()
         ls = ms + 1 if text[ms] == "\n" else ms
         if ls < lim:
             continue
-        hashes, title, mark, info = m.groups()
-        if fence:
-            if mark and mark[0] == fence[0] and len(mark) >= len(fence) and not info.strip():
-                fence = ""
+        group = m.lastindex
+        if group is not None and group > 2:  # a fenced block
             continue
-        if mark:
-            fence = mark
+        if titled and ls in titled:
             continue
-        if ls in found:
-            continue
-        if hashes:  # Markdown ATX heading
-            title = title.strip()
+        if group:  # an ATX heading
+            title = m[2].strip()
             if title.endswith("#"):
                 title = _CLOSING.sub("", title)
             if "{" in title:
@@ -280,7 +256,8 @@ def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Seq
                     title = title[:i]
                 title = title.strip()
             if title:
-                found[ls] = (ls, m.end(), _new(LineClass, (HEADING, "markdown", len(hashes), title)))
+                append((ls, m.end(), HEADING, "markdown", len(m[1]), title))
+                last_ls = ls
             continue
         le = text.find("\n", ls, end)
         if le < 0:
@@ -293,43 +270,53 @@ def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Seq
                 continue
             ps = max(start, text.rfind("\n", start, ls - 1) + 1)
             prev = text[ps : ls - 1].rstrip("\r")
-            if not prev.strip() or _NOT_PARAGRAPH.match(prev) or ps in found or ps < fm_end:
+            if not prev.strip() or _NOT_PARAGRAPH.match(prev) or ps == last_ls or ps in titled or ps < fm_end:
                 continue
             if ps > start:  # only a one-paragraph line: the line above it must be blank
                 pls = max(start, text.rfind("\n", start, ps - 1) + 1)
                 if text[pls : ps - 1].strip():
                     continue
-            level = 1 if line.strip()[0] == "=" else 2
-            found[ps] = (ps, le, LineClass(HEADING, "setext", level, prev.strip()))
+            append((ps, le, HEADING, "setext", 1 if line.strip()[0] == "=" else 2, prev.strip()))
+            last_ls = ps
             continue
         if first == "#":
             continue
         lc = classify_line(line)
         if lc.kind != BODY:
-            found[ls] = (ls, le, lc)
+            append((ls, le, lc.kind, lc.form, lc.depth, lc.title))
+            last_ls = ls
+            only_explicit = False
+    if titled:
+        items = sorted([*titled.values(), *items])
+    if only_explicit:  # the usual Markdown / DOCX / HTML case: levels are the depths
+        return [_new(Heading, (ls, le + 1 if le < end else end, depth, title, form))
+                for ls, le, _, form, depth, title in items]  # fmt: skip
+    return _resolve_levels(items, end)
 
-    items = [found[k] for k in sorted(found)]
-    forms = {c[1] for _, _, c in items}
+
+def _resolve_levels(items: list[tuple[int, int, str, str, int, str]], end: int) -> list[Heading]:
+    """Heading vs list item for the numbered forms, then levels for all."""
+    forms = {it[3] for it in items}
     has_markdown = "markdown" in forms or "setext" in forms
     ambiguous_seen = not forms.isdisjoint(_AMBIGUOUS)
 
     # Heading vs list item: numbered lines next to each other form a list.
-    kinds = [c[0] for _, _, c in items]
+    kinds = [it[2] for it in items]
     # (only digit, multi_digit and the ambiguous forms can change kind)
     if (ambiguous_seen or has_markdown) and not forms.isdisjoint(_LISTISH):
-        for i, (ls, le, c) in enumerate(items):
-            if c.kind != HEADING:
+        for i, (ls, le, kind, form, _, _) in enumerate(items):
+            if kind != HEADING:
                 continue
-            if has_markdown and c.form in ("digit", "multi_digit"):
+            if has_markdown and form in ("digit", "multi_digit"):
                 kinds[i] = LIST_ITEM
                 continue
-            if c.form not in _AMBIGUOUS:
+            if form not in _AMBIGUOUS:
                 continue
             for j in (i - 1, i + 1):
                 if 0 <= j < len(items):
-                    ols, ole, oc = items[j]
+                    ols, ole, _, oform, _, _ = items[j]
                     adjacent = ole + 1 == ls if j < i else le + 1 == ols
-                    if adjacent and oc.form == c.form:
+                    if adjacent and oform == form:
                         kinds[i] = LIST_ITEM
                         break
 
@@ -338,12 +325,11 @@ def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Seq
     rank: dict[str, int] = {}
     anchor = 0
     out: list[Heading] = []
-    for (ls, le, c), kind in zip(items, kinds):
+    for (ls, le, _, form, depth, title), kind in zip(items, kinds):
         if kind != HEADING:
             continue
-        form = c.form
         if form in EXPLICIT_FORMS:
-            level = anchor = c.depth
+            level = anchor = depth
         elif form == "appendix":
             level = anchor + 1
         else:
@@ -351,6 +337,6 @@ def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Seq
             if family not in rank:
                 rank[family] = len(rank) + 1
             base = anchor + rank[family] * 10  # room for depths inside a family
-            level = base + (c.depth - 1 if family != "chapter" else c.depth)
-        out.append(_new(Heading, (ls, le + 1 if le < end else end, level, c.title, form)))
+            level = base + (depth - 1 if family != "chapter" else depth)
+        out.append(_new(Heading, (ls, le + 1 if le < end else end, level, title, form)))
     return out

@@ -155,3 +155,23 @@ def test_section_paths_extend_the_input_piece_path() -> None:
     doc = "intro\n## Sub\nbody\n"
     out = Structure().split(Piece(doc, 0, len(doc), section_path="Book"), ctx_for(doc))
     assert [p.section_path for p in out] == ["Book", "Book > Sub"]
+
+
+@pytest.mark.parametrize(
+    ("doc", "titles"),
+    [
+        # a fence on the first line, closed by a longer fence of the same character
+        ("```\n````\n# Real\n", ["Real"]),
+        # a closing line must hold only the fence (and whitespace): "``` x" does not close
+        ("```\n``` x\n# Hidden\n```  \n# Real\n", ["Real"]),
+        # a ~~~ line does not close a ``` fence; an unclosed fence hides the rest
+        ("# A\n```\n~~~\n# Hidden\n", ["A"]),
+        # four spaces make an indented line, not a fence
+        ("# A\n    ```\n# B\n", ["A", "B"]),
+        # a fence opened inside front matter does not hide what follows it
+        ("---\nx: |\n  ```\n---\n# Real\n", ["Real"]),
+        ("\t```\n````\n第三章 系统设计\n", ["第三章 系统设计"]),
+    ],
+)
+def test_fenced_blocks_hide_exactly_their_own_lines(doc: str, titles: list[str]) -> None:
+    assert [h.title for h in find_headings(doc)] == titles
