@@ -63,6 +63,13 @@ class Strategy(ABC):
             out.extend(self.split(piece, ctx))
         return out
 
+    def split_all_then(self, pieces: Sequence[Piece], ctx: ChunkContext, then: "Strategy") -> list[Piece] | None:
+        """``then.split_all(self.split_all(pieces))`` in one pass, for a pair of steps that can
+        be fused (no intermediate pieces made only to be cut again); ``None`` when this pair
+        cannot. The result must equal the two steps run one after the other, and every piece
+        in it must carry the name of the strategy that cut it."""
+        return None
+
 
 def sub_piece(parent: Piece, text: str, start: int, end: int, **changes: Any) -> Piece:
     """A piece cut from ``parent``: inherits its section path, block index and metadata."""

@@ -32,7 +32,8 @@ in the seed's order of priority:
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from itertools import compress, repeat
+from operator import attrgetter, eq
 from typing import NamedTuple, Sequence
 
 from corpus_pipeline.chunking.text import _CJK_RE
@@ -65,29 +66,31 @@ _CANDIDATE_BODY = (
 )
 
 
-def _fenced_block(mark: str, group: int) -> str:
+def _fenced_block(mark: str, name: str) -> str:
     """A whole fenced code block, opening line to closing line (or to the end: an unclosed
     fence runs on, as in CommonMark). The closing line is the same character at least as
-    many times, then only whitespace; the lines between are consumed without a look."""
-    return (
-        "(" + mark + "{3,})[^\n]*(?:\n[^\n]*)*?"
-        "(?:\n[ \t]{0,3}\\" + str(group) + mark + "*[^\\S\n]*(?=\n|\\Z)|\\Z)"
-    )
+    many times, then only whitespace. The lines between are consumed by possessive loops (no
+    backtracking state kept), each line tested once for being the closing one."""
+    close = "[ \t]{0,3}(?P=" + name + ")" + mark + "*[^\\S\n]*(?:\n|\\Z)"
+    return "(?P<" + name + ">" + mark + "{3,})[^\n]*+(?:\n(?!" + close + ")[^\n]*+)*+(?:\n[^\n]*+)?"
 
 
 _LINE_SCAN_BODY = (
-    r"[ \t]{0,3}(?:(#{1,6})[ \t]+([^\n]*)"  # 1, 2: an ATX heading and its title
-    + "|" + _fenced_block("`", 3)  # 3: a ``` block, whole
-    + "|" + _fenced_block("~", 4)  # 4: a ~~~ block, whole
-    + r"|(?=[附AaS步第" + _CN_NUM + r"（(0-9=\-])(?=" + _CANDIDATE_BODY + r"))"  # no group: classify the line
+    r"[ \t]{0,3}(?:(?P<hashes>#{1,6})[ \t]+(?P<title>[^\n]*)"  # an ATX heading and its title
+    + "|" + _fenced_block("`", "backticks")  # a ``` block, whole
+    + "|" + _fenced_block("~", "tildes")  # a ~~~ block, whole
+    # a line to classify (the empty group marks it)
+    + r"|(?P<other>)(?=[附AaS步第" + _CN_NUM + r"（(0-9=\-])(?=" + _CANDIDATE_BODY + r"))"
 )
 # One scan per document visits only the lines that can matter. "\n" first, so the regex
 # engine jumps from line to line (a "^" pattern in MULTILINE mode is tried at every
 # character), and a lookahead on the line's first character (what any alternative can start
 # with) drops most lines after one character-class test. A fenced block is one match, so
-# the "#" lines inside it are never seen. ``m.lastindex`` says which alternative matched.
+# the "#" lines inside it are never seen; ``lastindex`` tells the alternatives apart.
 _LINE_SCAN = re.compile(r"\n(?=[ \t#`~附AaS步第" + _CN_NUM + r"（(0-9=\-])" + _LINE_SCAN_BODY, re.M)
 _LINE_SCAN_FIRST = re.compile(_LINE_SCAN_BODY, re.M)  # the span's first line, matched on its own
+_ATX, _OTHER = _LINE_SCAN.groupindex["title"], _LINE_SCAN.groupindex["other"]  # their lastindex
+_LASTINDEX = attrgetter("lastindex")
 _FRONT_MATTER_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.M)
 _SETEXT = re.compile(r"[ \t]{0,3}(=+|-{2,})[ \t]*\r?$")
 _NOT_PARAGRAPH = re.compile(r"[ \t]*(?:[-*+>|#]|\d{1,3}[.)、]|```|~~~)")
@@ -205,16 +208,21 @@ def _front_matter_end(text: str, start: int, end: int) -> int:
 
 def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Sequence[Block] = ()) -> list[Heading]:
     """The headings of ``text[start:end]``, in order, with their resolved levels and
-    stripped titles.
+    stripped titles."""
+    return [_new(Heading, h) for h in heading_tuples(text, start, end, blocks)]
+
+
+def heading_tuples(
+    text: str, start: int = 0, end: int | None = None, blocks: Sequence[Block] = ()
+) -> list[tuple[int, int, int, str, str]]:
+    """``find_headings`` as plain ``(start, body_start, level, title, form)`` tuples (what
+    STRUCTURE reads; thousands per document, so no NamedTuple is made for them).
 
     One regex pass visits only the lines that can matter (ATX headings, whole fenced
     blocks, lines starting like one of the other forms); a fenced block is one match, so a
     ``#`` line inside one is never looked at.
     """
     end = len(text) if end is None else end
-    # (line start, line end, kind, form, depth, title) per heading or list item, in order.
-    items: list[tuple[int, int, str, str, int, str]] = []
-    append = items.append
     titled: dict[int, tuple[int, int, str, str, int, str]] = {}  # the parser's TITLE blocks
     for b in blocks:
         if b.block_type == "TITLE" and start <= b.start_offset < end:
@@ -227,43 +235,48 @@ def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Seq
     # Front matter is skipped by starting after it (a fence inside it must not open).
     if lim == 0:  # the first line has no "\n" before it: matched on its own
         m0 = _LINE_SCAN_FIRST.match(text, 0, end)
-        matches = list(_LINE_SCAN.finditer(text, m0.end(), end)) if m0 else list(_LINE_SCAN.finditer(text, 0, end))
+        matches = list(_LINE_SCAN.finditer(text, m0.end() if m0 else 0, end))
         if m0:
             matches.insert(0, m0)
-    else:  # (after a newline the scan from lim - 1 sees the line starting at lim)
+    else:  # (from lim - 1, the scan sees the line starting at lim)
         matches = list(_LINE_SCAN.finditer(text, lim - 1, end))
-    only_explicit = True  # only ATX / setext / TITLE headings so far: levels are their depths
-    last_ls = -1  # line start of the last item (setext looks at the line above)
-    for m in matches:
+    kinds = list(map(_LASTINDEX, matches))  # fenced blocks are dropped in C: never looked at
+
+    # ATX headings: (line start, line end, kind, form, depth, title), in order.
+    items: list[tuple[int, int, str, str, int, str]] = []
+    append = items.append
+    for m in compress(matches, map(eq, kinds, repeat(_ATX))):
         ms = m.start()
         ls = ms + 1 if text[ms] == "\n" else ms
-        if ls < lim:
-            continue
-        group = m.lastindex
-        if group is not None and group > 2:  # a fenced block
-            continue
         if titled and ls in titled:
             continue
-        if group:  # an ATX heading
-            title = m[2].strip()
-            if title.endswith("#"):
-                title = _CLOSING.sub("", title)
-            if "{" in title:
-                # _ATTRS.sub("", title).strip(): a match can only start at the last "{"
-                # (plus the whitespace before it, which strip() removes anyway)
-                i = title.rfind("{")
-                if _ATTRS_TAIL.match(title, i):
-                    title = title[:i]
-                title = title.strip()
-            if title:
-                append((ls, m.end(), HEADING, "markdown", len(m[1]), title))
-                last_ls = ls
+        title = m[_ATX].strip()
+        if title.endswith("#") or "{" in title:
+            title = _atx_title(title)
+        if title:
+            append((ls, m.end(), HEADING, "markdown", len(m[1]), title))
+    has_markdown = bool(items)  # numbered lines are list items where Markdown headings exist
+
+    # The other candidate lines: setext underlines and the line classifier's forms.
+    found: list[tuple[int, int, str, str, int, str]] = []
+    add_found = found.append
+    last_ls = -1  # line start of the last one found (setext looks at the line above)
+    numbered: list[tuple[int, int, str]] = []  # lines starting with a digit, classified at the end
+    for m in compress(matches, map(eq, kinds, repeat(_OTHER))):
+        ms = m.start()
+        ls = ms + 1 if text[ms] == "\n" else ms
+        if titled and ls in titled:
             continue
         le = text.find("\n", ls, end)
         if le < 0:
             le = end
         line = text[ls:le]
         first = line.lstrip(" \t")[:1]
+        if first.isdigit():
+            # "1. Install" / "2.3 Design": list items wherever Markdown headings exist,
+            # which is known only at the end (and is the usual case: no work for them then).
+            numbered.append((ls, le, line))
+            continue
         if first in ("=", "-") and _SETEXT.match(line):
             # "Title\n=====": the line above is the heading (a one-line paragraph).
             if ls <= start + 1:
@@ -272,29 +285,53 @@ def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Seq
             prev = text[ps : ls - 1].rstrip("\r")
             if not prev.strip() or _NOT_PARAGRAPH.match(prev) or ps == last_ls or ps in titled or ps < fm_end:
                 continue
+            if numbered and numbered[-1][0] == ps and classify_line(numbered[-1][2]).kind != BODY:
+                continue  # the line above is a numbered heading or list item itself
             if ps > start:  # only a one-paragraph line: the line above it must be blank
                 pls = max(start, text.rfind("\n", start, ps - 1) + 1)
                 if text[pls : ps - 1].strip():
                     continue
-            append((ps, le, HEADING, "setext", 1 if line.strip()[0] == "=" else 2, prev.strip()))
+            add_found((ps, le, HEADING, "setext", 1 if line.strip()[0] == "=" else 2, prev.strip()))
             last_ls = ps
+            has_markdown = True
             continue
         if first == "#":
             continue
         lc = classify_line(line)
         if lc.kind != BODY:
-            append((ls, le, lc.kind, lc.form, lc.depth, lc.title))
+            add_found((ls, le, lc.kind, lc.form, lc.depth, lc.title))
             last_ls = ls
-            only_explicit = False
+    if numbered and not has_markdown:
+        for ls, le, line in numbered:
+            lc = classify_line(line)
+            if lc.kind != BODY:
+                add_found((ls, le, lc.kind, lc.form, lc.depth, lc.title))
+    only_explicit = all(f[3] == "setext" for f in found)  # levels are the depths
+    if found:
+        items = sorted(items + found)
     if titled:
         items = sorted([*titled.values(), *items])
-    if only_explicit:  # the usual Markdown / DOCX / HTML case: levels are the depths
-        return [_new(Heading, (ls, le + 1 if le < end else end, depth, title, form))
-                for ls, le, _, form, depth, title in items]  # fmt: skip
+    if only_explicit:  # the usual Markdown / DOCX / HTML case
+        return [(ls, le + 1 if le < end else end, depth, title, form) for ls, le, _, form, depth, title in items]
     return _resolve_levels(items, end)
 
 
-def _resolve_levels(items: list[tuple[int, int, str, str, int, str]], end: int) -> list[Heading]:
+def _atx_title(title: str) -> str:
+    """An ATX heading's stripped title without its closing ``#``s and ``{ #anchor }``
+    attribute (``_ATTRS``: braces at the end holding a ``#`` or ``.`` and no other brace),
+    with string methods rather than a regex: FastAPI-style docs put one on every heading."""
+    if title.endswith("#"):
+        title = _CLOSING.sub("", title)
+    i = title.rfind("{")
+    if i >= 0:
+        tail = title[i + 1 :].rstrip()
+        if tail.endswith("}") and "}" not in tail[:-1] and ("#" in tail or "." in tail):
+            title = title[:i]
+        title = title.strip()
+    return title
+
+
+def _resolve_levels(items: list[tuple[int, int, str, str, int, str]], end: int) -> list[tuple[int, int, int, str, str]]:
     """Heading vs list item for the numbered forms, then levels for all."""
     forms = {it[3] for it in items}
     has_markdown = "markdown" in forms or "setext" in forms
@@ -324,7 +361,7 @@ def _resolve_levels(items: list[tuple[int, int, str, str, int, str]], end: int) 
     # ranked by the order in which their numbering style first appears.
     rank: dict[str, int] = {}
     anchor = 0
-    out: list[Heading] = []
+    out: list[tuple[int, int, int, str, str]] = []
     for (ls, le, _, form, depth, title), kind in zip(items, kinds):
         if kind != HEADING:
             continue
@@ -338,5 +375,5 @@ def _resolve_levels(items: list[tuple[int, int, str, str, int, str]], end: int) 
                 rank[family] = len(rank) + 1
             base = anchor + rank[family] * 10  # room for depths inside a family
             level = base + (depth - 1 if family != "chapter" else depth)
-        out.append(_new(Heading, (ls, le + 1 if le < end else end, level, title, form)))
+        out.append((ls, le + 1 if le < end else end, level, title, form))
     return out

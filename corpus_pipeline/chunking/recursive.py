@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy, make_piece, sub_piece
@@ -257,8 +258,11 @@ def split_spans(text: str, start: int, end: int, meter: SizeMeter, budget: int) 
     return [(a, b, hard) for a, b, _, hard in cut_spans(text, start, end, meter, budget, 0)]
 
 
-def recursive_pieces(piece: Piece, ctx: ChunkContext, cfg: RecursiveConfig, **meta_extra: object) -> list[Piece]:
-    """RECURSIVE over one piece with ``cfg`` (also the fallback of STRUCTURE and others)."""
+def recursive_pieces(
+    piece: Piece, ctx: ChunkContext, cfg: RecursiveConfig, strategy: str = "", **meta_extra: object
+) -> list[Piece]:
+    """RECURSIVE over one piece with ``cfg`` (also the fallback of STRUCTURE and others);
+    new pieces are stamped with ``strategy``, the name of the step that runs it."""
     text = ctx.text
     meter = ctx.meter(cfg.size_unit)
     s, e = tx.trim(text, piece.start, piece.end)
@@ -270,14 +274,26 @@ def recursive_pieces(piece: Piece, ctx: ChunkContext, cfg: RecursiveConfig, **me
             return [piece]
         meta = {**piece.metadata, **meta_extra} if meta_extra else piece.metadata
         ov = max(0, piece.overlap_chars - (s - piece.start))
-        return [sub_piece(piece, text, s, e, overlap_chars=ov, metadata=meta)]
+        return [sub_piece(piece, text, s, e, overlap_chars=ov, metadata=meta, strategy=strategy)]
     base = {**piece.metadata, **meta_extra} if meta_extra else piece.metadata
-    hard_meta = {**base, "hard_cut": True}  # shared by this piece's hard-cut chunks
-    path, ctype, bi = piece.section_path, piece.chunk_type, piece.block_index
-    return [
-        make_piece(text[a:b], a, b, path, ctype, ov, False, bi, "", hard_meta if hard else base)
-        for a, b, ov, hard in cut_spans(text, s, e, meter, limit, cfg.overlap)
-    ]
+    return cut_pieces(text, s, e, meter, cfg, piece.section_path, piece.chunk_type, piece.block_index, base, strategy)
+
+
+def cut_pieces(
+    text: str, s: int, e: int, meter: SizeMeter, cfg: RecursiveConfig, section_path: str, chunk_type: str,
+    block_index: int | None, metadata: Mapping[str, Any], strategy: str,
+) -> list[Piece]:  # fmt: skip
+    """The chunks of the trimmed span ``text[s:e]`` (over the size) as pieces that share the
+    given section path, type, block index and metadata (plus ``hard_cut`` where one is)."""
+    hard_meta = None
+    out: list[Piece] = []
+    append = out.append
+    for a, b, ov, hard in cut_spans(text, s, e, meter, cfg.limit, cfg.overlap):
+        if hard and hard_meta is None:
+            hard_meta = {**metadata, "hard_cut": True}  # shared by this span's hard-cut chunks
+        append(make_piece(text[a:b], a, b, section_path, chunk_type, ov, False, block_index, strategy,
+                          hard_meta if hard else metadata))  # fmt: skip
+    return out
 
 
 @register
@@ -293,7 +309,7 @@ class Recursive(Strategy):
     config: RecursiveConfig
 
     def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
-        return recursive_pieces(piece, ctx, self.config)
+        return recursive_pieces(piece, ctx, self.config, self.name)
 
     def split_all(self, pieces: Sequence[Piece], ctx: ChunkContext) -> list[Piece]:
         # After STRUCTURE most pieces are sections already within the size and trimmed:
@@ -305,6 +321,7 @@ class Recursive(Strategy):
         chars = cfg.size_unit == "chars"
         measure = None if chars else ctx.meter(cfg.size_unit).measure
         ws = _WS
+        name = self.name
         out: list[Piece] = []
         append = out.append
         for piece in pieces:
@@ -314,5 +331,5 @@ class Recursive(Strategy):
             ):
                 append(piece)
             else:
-                out.extend(recursive_pieces(piece, ctx, cfg))
+                out.extend(recursive_pieces(piece, ctx, cfg, name))
         return out

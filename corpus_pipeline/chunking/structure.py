@@ -24,15 +24,19 @@ when a size limit matters.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy, make_piece
-from corpus_pipeline.chunking.headings import find_headings
+from corpus_pipeline.chunking.headings import heading_tuples
 from corpus_pipeline.chunking.params import StrategyConfig, param
-from corpus_pipeline.chunking.recursive import RecursiveConfig, recursive_pieces
+from corpus_pipeline.chunking.recursive import Recursive, RecursiveConfig, cut_pieces, recursive_pieces
 from corpus_pipeline.chunking.registry import register
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.models import Piece
+
+
+_BOTTOM = -(1 << 60)  # below every heading level: the heading stack's sentinel
 
 
 @dataclass(frozen=True)
@@ -80,61 +84,102 @@ class Structure(Strategy):
     config: StructureConfig
 
     def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
-        cfg = self.config
         text = ctx.text
-        blocks = ctx.blocks if cfg.use_parsed_headings else ()
-        headings = find_headings(text, piece.start, piece.end, blocks)
+        headings = heading_tuples(text, piece.start, piece.end, ctx.blocks if self.config.use_parsed_headings else ())
         if not headings:
-            return recursive_pieces(
-                piece,
-                ctx,
-                cfg.fallback_config(),
-                fallback_from="STRUCTURE",
-                fallback_to="RECURSIVE",
-                fallback_reason="no heading found",
-            )
-        base = piece.section_path.strip()
-        ws = tx._WS_SET
-        pend = piece.end
-        ctype, bi, meta = piece.chunk_type, piece.block_index, piece.metadata
+            return self._fallback(piece, ctx)
+        ctype, bi, meta, name = piece.chunk_type, piece.block_index, piece.metadata, self.name
         p_start, p_ov = piece.start, piece.overlap_chars
         ov_end = p_start + p_ov  # spans starting before it inherit part of the piece's overlap
+        return [
+            make_piece(text[a:b], a, b, path, ctype, max(0, p_ov - (a - p_start)) if a < ov_end else 0, False, bi,
+                       name, meta)  # fmt: skip
+            for a, b, path in self._sections(text, piece, headings)
+        ]
+
+    def split_all_then(self, pieces: Sequence[Piece], ctx: ChunkContext, then: Strategy) -> list[Piece] | None:
+        """STRUCTURE -> RECURSIVE in one pass: a section within RECURSIVE's size becomes a
+        STRUCTURE piece (RECURSIVE would pass it through), a larger one is cut by RECURSIVE
+        straight away, without first becoming a piece of its own."""
+        if type(then) is not Recursive:
+            return None
+        rcfg: RecursiveConfig = then.config  # type: ignore[assignment]
+        text = ctx.text
+        limit = rcfg.limit
+        chars = rcfg.size_unit == "chars"
+        meter = ctx.meter(rcfg.size_unit)
+        measure = meter.measure
+        use_blocks = self.config.use_parsed_headings
+        name, then_name = self.name, then.name
         out: list[Piece] = []
-        pre_s, pre_e = tx.trim(text, p_start, headings[0].start)
+        append = out.append
+        for piece in pieces:
+            headings = heading_tuples(text, piece.start, piece.end, ctx.blocks if use_blocks else ())
+            if not headings:
+                out.extend(then.split_all(self._fallback(piece, ctx), ctx))
+                continue
+            ctype, bi, meta = piece.chunk_type, piece.block_index, piece.metadata
+            p_start, p_ov = piece.start, piece.overlap_chars
+            ov_end = p_start + p_ov
+            for a, b, path in self._sections(text, piece, headings):
+                if (b - a if chars else measure(a, b)) <= limit:
+                    ov = max(0, p_ov - (a - p_start)) if a < ov_end else 0
+                    append(make_piece(text[a:b], a, b, path, ctype, ov, False, bi, name, meta))
+                else:
+                    out.extend(cut_pieces(text, a, b, meter, rcfg, path, ctype, bi, meta, then_name))
+        return out
+
+    def _fallback(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
+        return recursive_pieces(
+            piece,
+            ctx,
+            self.config.fallback_config(),
+            self.name,
+            fallback_from="STRUCTURE",
+            fallback_to="RECURSIVE",
+            fallback_reason="no heading found",
+        )
+
+    def _sections(self, text: str, piece: Piece, headings: list[tuple[int, int, int, str, str]]) -> list[tuple[int, int, str]]:
+        """The sections of ``piece`` as trimmed, non-empty ``(start, end, section_path)`` spans,
+        the text before the first heading first."""
+        base = piece.section_path.strip()
+        ws = tx._WS_SET
+        out: list[tuple[int, int, str]] = []
+        append = out.append
+        pre_s, pre_e = tx.trim(text, piece.start, headings[0][0])
         if pre_e > pre_s:
-            ov = max(0, p_ov - (pre_s - p_start)) if pre_s < ov_end else 0
-            out.append(make_piece(text[pre_s:pre_e], pre_s, pre_e, base, ctype, ov, False, bi, "", meta))
-        # The stack holds (level, path so far): each path is built once, from its parent's.
-        stack: list[tuple[int, str]] = []
+            append((pre_s, pre_e, base))
+        # The heading stack as two lists (levels, and the path so far at each): each path is
+        # built once, from its parent's; the sentinel at the bottom is never popped.
+        levels, paths = [_BOTTOM], [base]
         pending = -1  # start of heading-only sections waiting for the next one
-        merge = cfg.merge_heading_only
+        merge = self.config.merge_heading_only
+        nexts = [h[0] for h in headings[1:]]  # the i-th section ends where heading i + 1 starts
+        nexts.append(piece.end)
         last = len(headings) - 1
-        nexts = [h[0] for h in headings]
-        nexts.append(pend)
-        for i, (h_start, body_start, level, title, _) in enumerate(headings):
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            parent = stack[-1][1] if stack else base
-            title = title.strip()
+        for i, (h_start, body_start, level, title, _), nxt in zip(range(last + 1), headings, nexts):
+            while levels[-1] >= level:
+                levels.pop()
+                paths.pop()
+            parent = paths[-1]
             path = (parent + " > " + title if parent else title) if title else parent
-            stack.append((level, path))
-            nxt = nexts[i + 1]
+            levels.append(level)
+            paths.append(path)
             a = h_start if pending < 0 else pending
-            if merge and i < last:
-                j = body_start
-                while j < nxt and text[j] in ws:
-                    j += 1
-                if j >= nxt:  # a heading with no body: kept with the next section
-                    pending = a
-                    continue
+            j = body_start
+            while j < nxt and text[j] in ws:
+                j += 1
+            if j >= nxt and merge and i < last:  # a heading with no body: kept with the next section
+                pending = a
+                continue
             pending = -1
             # tx.trim(text, a, nxt), inlined
             b = nxt
-            while a < b and text[a] in ws:
-                a += 1
             while b > a and text[b - 1] in ws:
                 b -= 1
+            while a < b and text[a] in ws:
+                a += 1
             if b > a:
-                ov = max(0, p_ov - (a - p_start)) if a < ov_end else 0
-                out.append(make_piece(text[a:b], a, b, path, ctype, ov, False, bi, "", meta))
+                append((a, b, path))
         return out

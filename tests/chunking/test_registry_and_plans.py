@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from chunking.helpers import ctx_for
 from corpus_pipeline.chunking import registry
@@ -88,6 +90,12 @@ def test_cleanup_drops_blank_pieces_and_repeats_keeping_order() -> None:
         a, b, Piece("x", 0, 1, section_path="S")]
 
 
+def test_cleanup_keeps_different_texts_at_one_position() -> None:
+    # same section path and start, different text: both kept; a repeat of either dropped
+    a, b, c = Piece("abc", 0, 3), Piece("ab", 0, 2), Piece("a", 0, 1)
+    assert cleanup([a, b, Piece("abc", 0, 3), c, Piece("ab", 0, 2), Piece("a", 0, 1)]) == [a, b, c]
+
+
 def test_each_step_feeds_the_next_and_marks_what_it_cut() -> None:
     doc = "# A\n" + "Alpha text. " * 100 + "\n# B\nshort\n"
     plan = build_plan("CHILD:STRUCTURE,RECURSIVE", child_settings={"RECURSIVE": {"max_chars": 800, "overlap_chars": 120}})
@@ -125,3 +133,30 @@ def test_parent_sections_give_children_their_section_path() -> None:
     doc = chunk_document(build_plan("PARENT:1;CHILD:2"), ctx_for(ZH_EN))
     assert [p.section_path for p in doc.parents] == ["运维手册 > CPU 高负载", "运维手册 > Memory"]
     assert {c.section_path for c in doc.children} == {"运维手册 > CPU 高负载", "运维手册 > Memory"}
+
+
+_fusable = st.lists(
+    st.sampled_from(["# A\n", "## B\n", "### C\n", "第一章 总则\n", "一、背景\n", "Title\n=====\n", "```\n# no\n```\n",
+                     "Alpha text. " * 30, "中文句子。" * 40, "\n\n", "short line\n", "1. item\n", "x" * 900]),
+    max_size=25,
+).map("".join)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=_fusable, tokens=st.booleans(), overlap=st.booleans(), pieces=st.integers(1, 3))
+def test_fused_structure_then_recursive_equals_the_two_steps_apart(doc: str, tokens: bool, overlap: bool, pieces: int) -> None:
+    """run_steps fuses STRUCTURE -> RECURSIVE into one pass; the result must not change,
+    whatever the sizes, the unit, and overlapping input pieces (repeats for the cleanup)."""
+    recursive = (
+        {"size_unit": "tokens", "max_tokens": 64, "overlap_tokens": 8 if overlap else 0}
+        if tokens
+        else {"max_chars": 300, "overlap_chars": 60 if overlap else 0}
+    )
+    plan = build_plan("CHILD:STRUCTURE,RECURSIVE", child_settings={"RECURSIVE": recursive})
+    third = len(doc) // 3
+    seeds = [Piece(doc[i * third :], i * third, len(doc), section_path="S", overlap_chars=0) for i in range(pieces)]
+    seeds += [Piece(doc, 0, len(doc))] if pieces > 1 else []  # overlapping inputs: sections repeat
+    fused = run_steps(plan.child, seeds, ctx_for(doc))
+    apart = run_steps(plan.child, seeds, ctx_for(doc), fuse=False)
+    assert fused == apart
+    assert {p.strategy for p in fused} <= {"STRUCTURE", "RECURSIVE"}
