@@ -14,8 +14,9 @@ Two settings, as the issue asks:
   overlap_tokens=38``.
 
 Each measurement is the whole corpus, text already in memory, per document the way the
-pipeline calls it (our time includes tokenizing each document for the size meter and
-building pieces with exact offsets; the peers return strings). Runs are interleaved and
+pipeline runs a plan's steps (``run_steps``: the cleanup between steps, step names on the
+pieces, STRUCTURE -> RECURSIVE as one fused pass); our time includes tokenizing each
+document for the size meter and building pieces with exact offsets; the peers return strings. Runs are interleaved and
 the best is kept: ``5 x --repeat`` runs in characters, ``--repeat`` in tokens (the machine
 is shared; the best run is the one least disturbed). ``--write`` records the result
 with the machine description, date and load average in ``benchmarks/chunking/RESULTS.md``.
@@ -45,20 +46,24 @@ def load_corpus(root: Path) -> list[str]:
 
 
 def ours(strategies: list[tuple[str, dict]], counter: object | None) -> Callable[[list[str]], int]:
+    """Our steps as the pipeline runs a plan's steps over one document (``run_steps``):
+    cleanup between steps, each piece named after its step, STRUCTURE -> RECURSIVE fused."""
     from corpus_pipeline.chunking import registry
     from corpus_pipeline.chunking.base import ChunkContext
+    from corpus_pipeline.chunking.pipeline import run_steps
+    from corpus_pipeline.chunking.plan import Role, Step
     from corpus_pipeline.models import Piece
 
-    steps = [registry.get(n)(registry.get(n).config_class(**cfg)) for n, cfg in strategies]
+    steps = [
+        Step(registry.get(n).name, Role.PRIMARY if i == 0 else Role.OPTIMIZE, registry.get(n).config_class(**cfg))
+        for i, (n, cfg) in enumerate(strategies)
+    ]
 
     def run(texts: list[str]) -> int:
         n = 0
         for t in texts:
             ctx = ChunkContext(text=t, token_counter=counter)  # type: ignore[arg-type]
-            pieces = [Piece(t, 0, len(t))]
-            for s in steps:
-                pieces = s.split_all(pieces, ctx)
-            n += len(pieces)
+            n += len(run_steps(steps, [Piece(t, 0, len(t))], ctx))
         return n
 
     return run

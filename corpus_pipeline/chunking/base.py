@@ -49,6 +49,10 @@ class Strategy(ABC):
     description: ClassVar[str] = ""
     config_class: ClassVar[type[StrategyConfig]]
     keeps_source_text: ClassVar[bool] = True  # text == source[start:end] for its pieces
+    # From one input piece, its pieces are never blank and never repeat (section path, start,
+    # text): the pipeline's cleanup would keep them all, so it is skipped (a contract test
+    # holds every strategy that claims it to it).
+    clean_output: ClassVar[bool] = False
 
     def __init__(self, config: StrategyConfig | None = None) -> None:
         self.config = config if config is not None else self.config_class()

@@ -54,7 +54,6 @@ _AMBIGUOUS = frozenset({"outline", "paren_outline", "digit"})
 _LISTISH = _AMBIGUOUS | {"multi_digit"}
 _new = tuple.__new__  # NamedTuple records built without their Python-level __new__
 _ATTRS = re.compile(r"\s*\{[^{}]*[#.][^{}]*\}\s*$")  # "Title { #anchor }" (attr_list)
-_ATTRS_TAIL = re.compile(r"\{[^{}]*[#.][^{}]*\}\s*$")
 _BULLET = re.compile(r"[-*+•·][ \t]")
 _SENTENCE_END = tuple("。！？；.!?;，,：:")
 _INNER_PUNCT = ("，", "；", "。", "：")
@@ -69,10 +68,16 @@ _CANDIDATE_BODY = (
 def _fenced_block(mark: str, name: str) -> str:
     """A whole fenced code block, opening line to closing line (or to the end: an unclosed
     fence runs on, as in CommonMark). The closing line is the same character at least as
-    many times, then only whitespace. The lines between are consumed by possessive loops (no
-    backtracking state kept), each line tested once for being the closing one."""
-    close = "[ \t]{0,3}(?P=" + name + ")" + mark + "*[^\\S\n]*(?:\n|\\Z)"
-    return "(?P<" + name + ">" + mark + "{3,})[^\n]*+(?:\n(?!" + close + ")[^\n]*+)*+(?:\n[^\n]*+)?"
+    many times, at most three spaces in, then only whitespace. Between the two, the scan
+    jumps from one ``mark`` character to the next (possessively: no backtracking state is
+    kept) and asks only there whether a closing line starts."""
+    at_line_start = r"(?:(?<=\n)|(?<=\n[ \t])|(?<=\n[ \t]{2})|(?<=\n[ \t]{3}))"
+    close = at_line_start + "(?P=" + name + ")" + mark + r"*[^\S\n]*(?:\n|\Z)"
+    return (
+        "(?P<" + name + ">" + mark + "{3,})[^\n]*+"  # the opening line
+        + "(?:[^" + mark + "]++|(?!" + close + ")" + mark + ")*+"  # up to the closing line
+        + "(?:(?P=" + name + ")" + mark + r"*[^\S\n]*+)?"  # the closing line, without its newline
+    )
 
 
 _LINE_SCAN_BODY = (
@@ -209,27 +214,33 @@ def _front_matter_end(text: str, start: int, end: int) -> int:
 def find_headings(text: str, start: int = 0, end: int | None = None, blocks: Sequence[Block] = ()) -> list[Heading]:
     """The headings of ``text[start:end]``, in order, with their resolved levels and
     stripped titles."""
-    return [_new(Heading, h) for h in heading_tuples(text, start, end, blocks)]
+    return [_new(Heading, h[:5]) for h in heading_tuples(text, start, end, blocks)]
+
+
+# (line start, body start, level, title, form, kind): a heading or a list item
+HeadingTuple = tuple[int, int, int, str, str, str]
 
 
 def heading_tuples(
     text: str, start: int = 0, end: int | None = None, blocks: Sequence[Block] = ()
-) -> list[tuple[int, int, int, str, str]]:
-    """``find_headings`` as plain ``(start, body_start, level, title, form)`` tuples (what
-    STRUCTURE reads; thousands per document, so no NamedTuple is made for them).
+) -> list[HeadingTuple]:
+    """``find_headings`` as plain ``(start, body_start, level, title, form, kind)`` tuples,
+    kind always ``heading`` (what STRUCTURE reads; thousands per document, so no NamedTuple
+    is made for them, and the usual Markdown document's are returned as they are found).
 
     One regex pass visits only the lines that can matter (ATX headings, whole fenced
     blocks, lines starting like one of the other forms); a fenced block is one match, so a
     ``#`` line inside one is never looked at.
     """
     end = len(text) if end is None else end
-    titled: dict[int, tuple[int, int, str, str, int, str]] = {}  # the parser's TITLE blocks
+    # Items are HeadingTuples, with the depth inside their form as level until the end.
+    titled: dict[int, HeadingTuple] = {}  # the parser's TITLE blocks
     for b in blocks:
         if b.block_type == "TITLE" and start <= b.start_offset < end:
             ls = max(start, text.rfind("\n", start, b.start_offset) + 1)
             le = _line_end(text, ls, end)
             title = " ".join(b.text.split()) or text[ls:le].strip()
-            titled[ls] = (ls, le, HEADING, "title_block", b.level or 1, title)
+            titled[ls] = (ls, le + 1 if le < end else end, b.level or 1, title, "title_block", HEADING)
     fm_end = _front_matter_end(text, start, end)
     lim = max(start, fm_end)
     # Front matter is skipped by starting after it (a fence inside it must not open).
@@ -242,8 +253,8 @@ def heading_tuples(
         matches = list(_LINE_SCAN.finditer(text, lim - 1, end))
     kinds = list(map(_LASTINDEX, matches))  # fenced blocks are dropped in C: never looked at
 
-    # ATX headings: (line start, line end, kind, form, depth, title), in order.
-    items: list[tuple[int, int, str, str, int, str]] = []
+    # ATX headings, in order.
+    items: list[HeadingTuple] = []
     append = items.append
     for m in compress(matches, map(eq, kinds, repeat(_ATX))):
         ms = m.start()
@@ -251,14 +262,24 @@ def heading_tuples(
         if titled and ls in titled:
             continue
         title = m[_ATX].strip()
-        if title.endswith("#") or "{" in title:
-            title = _atx_title(title)
+        # Without its closing "#"s and its "{ #anchor }" attribute (_ATTRS: braces at the end
+        # holding a "#" or "." and no other brace; string methods, not a regex: FastAPI-style
+        # docs put one on every heading).
+        if title.endswith("#"):
+            title = _CLOSING.sub("", title)
+        i = title.rfind("{")
+        if i >= 0:
+            tail = title[i + 1 :].rstrip()
+            if tail.endswith("}") and "}" not in tail[:-1] and ("#" in tail or "." in tail):
+                title = title[:i]
+            title = title.strip()
         if title:
-            append((ls, m.end(), HEADING, "markdown", len(m[1]), title))
+            le = m.end()
+            append((ls, le + 1 if le < end else end, len(m[1]), title, "markdown", HEADING))
     has_markdown = bool(items)  # numbered lines are list items where Markdown headings exist
 
     # The other candidate lines: setext underlines and the line classifier's forms.
-    found: list[tuple[int, int, str, str, int, str]] = []
+    found: list[HeadingTuple] = []
     add_found = found.append
     last_ls = -1  # line start of the last one found (setext looks at the line above)
     numbered: list[tuple[int, int, str]] = []  # lines starting with a digit, classified at the end
@@ -272,6 +293,8 @@ def heading_tuples(
             le = end
         line = text[ls:le]
         first = line.lstrip(" \t")[:1]
+        if first in ("=", "-") and text[ms - 1 : ms] == "\n":
+            continue  # a rule or underline after a blank line: no paragraph above it
         if first.isdigit():
             # "1. Install" / "2.3 Design": list items wherever Markdown headings exist,
             # which is known only at the end (and is the usual case: no work for them then).
@@ -291,7 +314,7 @@ def heading_tuples(
                 pls = max(start, text.rfind("\n", start, ps - 1) + 1)
                 if text[pls : ps - 1].strip():
                     continue
-            add_found((ps, le, HEADING, "setext", 1 if line.strip()[0] == "=" else 2, prev.strip()))
+            add_found((ps, le + 1 if le < end else end, 1 if line.strip()[0] == "=" else 2, prev.strip(), "setext", HEADING))
             last_ls = ps
             has_markdown = True
             continue
@@ -299,49 +322,33 @@ def heading_tuples(
             continue
         lc = classify_line(line)
         if lc.kind != BODY:
-            add_found((ls, le, lc.kind, lc.form, lc.depth, lc.title))
+            add_found((ls, le + 1 if le < end else end, lc.depth, lc.title, lc.form, lc.kind))
             last_ls = ls
     if numbered and not has_markdown:
         for ls, le, line in numbered:
             lc = classify_line(line)
             if lc.kind != BODY:
-                add_found((ls, le, lc.kind, lc.form, lc.depth, lc.title))
-    only_explicit = all(f[3] == "setext" for f in found)  # levels are the depths
+                add_found((ls, le + 1 if le < end else end, lc.depth, lc.title, lc.form, lc.kind))
+    only_explicit = all(f[4] == "setext" for f in found)  # levels are the depths
     if found:
         items = sorted(items + found)
     if titled:
         items = sorted([*titled.values(), *items])
-    if only_explicit:  # the usual Markdown / DOCX / HTML case
-        return [(ls, le + 1 if le < end else end, depth, title, form) for ls, le, _, form, depth, title in items]
-    return _resolve_levels(items, end)
+    return items if only_explicit else _resolve_levels(items)  # (the usual Markdown / DOCX / HTML case first)
 
 
-def _atx_title(title: str) -> str:
-    """An ATX heading's stripped title without its closing ``#``s and ``{ #anchor }``
-    attribute (``_ATTRS``: braces at the end holding a ``#`` or ``.`` and no other brace),
-    with string methods rather than a regex: FastAPI-style docs put one on every heading."""
-    if title.endswith("#"):
-        title = _CLOSING.sub("", title)
-    i = title.rfind("{")
-    if i >= 0:
-        tail = title[i + 1 :].rstrip()
-        if tail.endswith("}") and "}" not in tail[:-1] and ("#" in tail or "." in tail):
-            title = title[:i]
-        title = title.strip()
-    return title
-
-
-def _resolve_levels(items: list[tuple[int, int, str, str, int, str]], end: int) -> list[tuple[int, int, int, str, str]]:
-    """Heading vs list item for the numbered forms, then levels for all."""
-    forms = {it[3] for it in items}
+def _resolve_levels(items: list[HeadingTuple]) -> list[HeadingTuple]:
+    """Heading vs list item for the numbered forms, then levels for all (the headings only)."""
+    forms = {it[4] for it in items}
     has_markdown = "markdown" in forms or "setext" in forms
     ambiguous_seen = not forms.isdisjoint(_AMBIGUOUS)
 
-    # Heading vs list item: numbered lines next to each other form a list.
-    kinds = [it[2] for it in items]
+    # Heading vs list item: numbered lines next to each other (the body of one is the
+    # other's line) form a list.
+    kinds = [it[5] for it in items]
     # (only digit, multi_digit and the ambiguous forms can change kind)
     if (ambiguous_seen or has_markdown) and not forms.isdisjoint(_LISTISH):
-        for i, (ls, le, kind, form, _, _) in enumerate(items):
+        for i, (ls, body, _, _, form, kind) in enumerate(items):
             if kind != HEADING:
                 continue
             if has_markdown and form in ("digit", "multi_digit"):
@@ -351,8 +358,8 @@ def _resolve_levels(items: list[tuple[int, int, str, str, int, str]], end: int) 
                 continue
             for j in (i - 1, i + 1):
                 if 0 <= j < len(items):
-                    ols, ole, _, oform, _, _ = items[j]
-                    adjacent = ole + 1 == ls if j < i else le + 1 == ols
+                    ols, obody, _, _, oform, _ = items[j]
+                    adjacent = obody == ls if j < i else body == ols
                     if adjacent and oform == form:
                         kinds[i] = LIST_ITEM
                         break
@@ -361,8 +368,8 @@ def _resolve_levels(items: list[tuple[int, int, str, str, int, str]], end: int) 
     # ranked by the order in which their numbering style first appears.
     rank: dict[str, int] = {}
     anchor = 0
-    out: list[tuple[int, int, int, str, str]] = []
-    for (ls, le, _, form, depth, title), kind in zip(items, kinds):
+    out: list[HeadingTuple] = []
+    for (ls, body, depth, title, form, _), kind in zip(items, kinds):
         if kind != HEADING:
             continue
         if form in EXPLICIT_FORMS:
@@ -375,5 +382,5 @@ def _resolve_levels(items: list[tuple[int, int, str, str, int, str]], end: int) 
                 rank[family] = len(rank) + 1
             base = anchor + rank[family] * 10  # room for depths inside a family
             level = base + (depth - 1 if family != "chapter" else depth)
-        out.append((ls, le + 1 if le < end else end, level, title, form))
+        out.append((ls, body, level, title, form, HEADING))
     return out

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, eq
 from typing import Any, Iterable, Sequence
 
 from corpus_pipeline.chunking.base import ChunkContext, make_piece
 from corpus_pipeline.chunking.plan import Plan, Step
 from corpus_pipeline.models import Chunk, ParentBlock, Piece
+
+_STRATEGY = attrgetter("strategy")
 
 
 def cleanup(pieces: Iterable[Piece]) -> list[Piece]:
@@ -60,15 +64,19 @@ def run_steps(steps: Sequence[Step], pieces: Sequence[Piece], ctx: ChunkContext,
     i = 0
     while i < len(steps):
         strategy, name = built[i], steps[i].strategy
+        # One input piece and a strategy whose output is clean: the cleanup would keep all.
+        clean = len(current) == 1 and strategy.clean_output
         produced = None
         if fuse and i + 1 < len(steps):
             produced = strategy.split_all_then(current, ctx, built[i + 1])
-        if produced is None:
-            produced = strategy.split_all(current, ctx)
-            i += 1
-        else:  # a fused pair names every piece itself
-            current = cleanup(produced)
+        if produced is not None:  # a fused pair names every piece itself
+            current = produced if clean and built[i + 1].clean_output else cleanup(produced)
             i += 2
+            continue
+        produced = strategy.split_all(current, ctx)
+        i += 1
+        if all(map(eq, map(_STRATEGY, produced), repeat(name))):  # (checked in C) all named by the step
+            current = produced if clean else cleanup(produced)
             continue
         before: set[int] | None = None  # ids of the step's input, made only when needed
         stamped: list[Piece] = []

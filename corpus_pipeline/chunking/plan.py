@@ -62,7 +62,13 @@ class Step:
     config: StrategyConfig
 
     def build(self) -> Strategy:
-        return registry.get(self.strategy)(self.config)
+        """The step's strategy, made once: a strategy holds nothing but its config, and the
+        pipeline asks for it once per document."""
+        built = self.__dict__.get("_built")
+        if built is None:
+            built = registry.get(self.strategy)(self.config)
+            object.__setattr__(self, "_built", built)  # (not a field: equality and hash ignore it)
+        return built
 
 
 @dataclass(frozen=True)

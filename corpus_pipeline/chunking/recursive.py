@@ -299,6 +299,7 @@ def cut_pieces(
 @register
 class Recursive(Strategy):
     name = "RECURSIVE"
+    clean_output = True  # trimmed, non-empty spans at distinct places
     code = 2
     version = "v2"
     description = (

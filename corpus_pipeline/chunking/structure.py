@@ -28,7 +28,7 @@ from typing import Sequence
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy, make_piece
-from corpus_pipeline.chunking.headings import heading_tuples
+from corpus_pipeline.chunking.headings import HeadingTuple, heading_tuples
 from corpus_pipeline.chunking.params import StrategyConfig, param
 from corpus_pipeline.chunking.recursive import Recursive, RecursiveConfig, cut_pieces, recursive_pieces
 from corpus_pipeline.chunking.registry import register
@@ -74,6 +74,7 @@ def compose_path(base: str, titles: list[str]) -> str:
 @register
 class Structure(Strategy):
     name = "STRUCTURE"
+    clean_output = True  # trimmed, non-empty spans at distinct places
     code = 1
     version = "v2"  # v2: a fence at the start of a span no longer opens and closes at once
     description = (
@@ -140,7 +141,7 @@ class Structure(Strategy):
             fallback_reason="no heading found",
         )
 
-    def _sections(self, text: str, piece: Piece, headings: list[tuple[int, int, int, str, str]]) -> list[tuple[int, int, str]]:
+    def _sections(self, text: str, piece: Piece, headings: list[HeadingTuple]) -> list[tuple[int, int, str]]:
         """The sections of ``piece`` as trimmed, non-empty ``(start, end, section_path)`` spans,
         the text before the first heading first."""
         base = piece.section_path.strip()
@@ -153,12 +154,27 @@ class Structure(Strategy):
         # The heading stack as two lists (levels, and the path so far at each): each path is
         # built once, from its parent's; the sentinel at the bottom is never popped.
         levels, paths = [_BOTTOM], [base]
-        pending = -1  # start of heading-only sections waiting for the next one
         merge = self.config.merge_heading_only
-        nexts = [h[0] for h in headings[1:]]  # the i-th section ends where heading i + 1 starts
-        nexts.append(piece.end)
-        last = len(headings) - 1
-        for i, (h_start, body_start, level, title, _), nxt in zip(range(last + 1), headings, nexts):
+        a = -1  # start of the open section: its heading's, or that of heading-only ones before it
+        path = ""  # the open section's path
+        body_start = 0
+        for h_start, next_body, level, title, _, _ in headings:
+            if a < 0:
+                a = h_start
+            else:  # this heading ends the open section
+                j = body_start
+                while j < h_start and text[j] in ws:
+                    j += 1
+                if j < h_start or not merge:  # (a heading with no body is kept with the next)
+                    # tx.trim(text, a, h_start), inlined
+                    b = h_start
+                    while b > a and text[b - 1] in ws:
+                        b -= 1
+                    while a < b and text[a] in ws:
+                        a += 1
+                    if b > a:
+                        append((a, b, path))
+                    a = h_start
             while levels[-1] >= level:
                 levels.pop()
                 paths.pop()
@@ -166,20 +182,8 @@ class Structure(Strategy):
             path = (parent + " > " + title if parent else title) if title else parent
             levels.append(level)
             paths.append(path)
-            a = h_start if pending < 0 else pending
-            j = body_start
-            while j < nxt and text[j] in ws:
-                j += 1
-            if j >= nxt and merge and i < last:  # a heading with no body: kept with the next section
-                pending = a
-                continue
-            pending = -1
-            # tx.trim(text, a, nxt), inlined
-            b = nxt
-            while b > a and text[b - 1] in ws:
-                b -= 1
-            while a < b and text[a] in ws:
-                a += 1
-            if b > a:
-                append((a, b, path))
+            body_start = next_body
+        a, b = tx.trim(text, a, piece.end)  # the last section runs to the end of the piece
+        if b > a:
+            append((a, b, path))
         return out

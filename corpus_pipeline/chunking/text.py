@@ -151,14 +151,13 @@ def sentence_ends(text: str, start: int = 0, end: int | None = None) -> Iterator
 def last_sentence_end(text: str, lo: int, hi: int, limit: int) -> int:
     """The last sentence end ``p`` with ``lo < p <= hi``, searching text up to ``limit``
     (``limit >= hi`` lets an end right at ``hi`` see what follows it); -1 if none."""
-    best = -1
-    for m in _SENT_CAND.finditer(text, lo, limit):
+    # The candidates come from C in one pass; the (costlier) rules are asked of the last ones
+    # first, so usually only once.
+    for m in reversed(list(_SENT_CAND.finditer(text, lo, limit))):
         e = m.end()
-        if e > hi:
-            break
-        if e > lo and _accepts(text, m):
-            best = e
-    return best
+        if lo < e <= hi and _accepts(text, m):
+            return e
+    return -1
 
 
 def first_sentence_start(text: str, lo: int, hi: int) -> int:

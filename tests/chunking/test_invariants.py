@@ -91,3 +91,28 @@ def test_token_sizes_hold_on_generated_text(doc: str, name: str) -> None:
     cfg = cls.config_class(**TOKENS[name])
     ctx = ctx_for(doc)
     check_invariants(name, doc, split(name, doc, ctx, **cfg.to_dict()), ctx, cfg)
+
+
+CLEAN = [cls.name for cls in registry.all_strategies() if cls.clean_output]
+
+
+def test_the_strategies_that_skip_the_cleanup_are_the_expected_ones() -> None:
+    assert set(CLEAN) == {"RECURSIVE", "STRUCTURE"}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=documents, name=st.sampled_from(CLEAN), small=st.booleans(), tokens=st.booleans(), cut=st.integers(0, 40))
+def test_clean_output_claims_hold_so_skipping_the_cleanup_changes_nothing(
+    doc: str, name: str, small: bool, tokens: bool, cut: int
+) -> None:
+    """A strategy with ``clean_output`` promises that, from one input piece, the pipeline's
+    cleanup would keep every piece (none blank, none repeated): run_steps relies on it."""
+    from corpus_pipeline.chunking.pipeline import cleanup
+    from corpus_pipeline.models import Piece
+
+    cls = registry.get(name)
+    cfg = cls.config_class(**(TOKENS[name] if tokens else SMALL[name] if small else {}))
+    ctx = ctx_for(doc)
+    start = min(cut, len(doc))  # a span of the document, as a child pipeline gets one
+    pieces = cls(cfg).split_all([Piece(doc[start:], start, len(doc), section_path="P")], ctx)
+    assert cleanup(pieces) == pieces

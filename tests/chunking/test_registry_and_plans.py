@@ -160,3 +160,11 @@ def test_fused_structure_then_recursive_equals_the_two_steps_apart(doc: str, tok
     apart = run_steps(plan.child, seeds, ctx_for(doc), fuse=False)
     assert fused == apart
     assert {p.strategy for p in fused} <= {"STRUCTURE", "RECURSIVE"}
+
+
+def test_a_step_builds_its_strategy_once_and_compares_by_its_fields() -> None:
+    import dataclasses
+
+    step = build_plan("CHILD:RECURSIVE").child[0]
+    assert step.build() is step.build()  # the pipeline asks once per document
+    assert dataclasses.replace(step) == step and hash(dataclasses.replace(step)) == hash(step)
