@@ -51,7 +51,6 @@ _ABBREVIATIONS = frozenset(
     "ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec ref refs vol p pp ch sec "
     "cf ca resp viz".split()
 )
-_WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z.]*|\d+)$")
 _DOTTED_LETTERS = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]$")  # U.S / e.g / i.e
 _PARA_SEP = re.compile(r"\n[ \t\r\f\v\u3000]*\n\s*")
 _LINE_SEP = re.compile(r"\n\s*")
@@ -106,16 +105,28 @@ def words(text: str, start: int = 0, end: int | None = None) -> list[Span]:
     return _split_on(_WORD_SEP, text, start, len(text) if end is None else end)
 
 
+_LETTERS_DOT = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz."
+
+
 def is_sentence_dot(text: str, dot: int, start: int = 0) -> bool:
     """Whether the lone ``.`` at ``dot`` ends a sentence (not an abbreviation, an initial
     or a list number at the start of a line)."""
-    m = _WORD_BEFORE.search(text, max(start, dot - 12), dot)
-    if not m:
-        return True
-    word = m.group(1)
-    if word[0].isdigit():
+    # The word before the dot: what r"([A-Za-z][A-Za-z.]*|\d+)$" finds in the 12 characters
+    # before it (a single newline just before the dot skipped, as "$" does), with string
+    # methods at a third of the regex's cost: this runs for most chunks' overlaps.
+    lo = max(start, dot - 12)
+    end = dot - 1 if dot > lo and text[dot - 1] == "\n" else dot
+    seg = text[lo:end]
+    word = seg[len(seg.rstrip(_LETTERS_DOT)) :].lstrip(".")
+    if not word:
+        k = len(seg)  # r"\d+": any Unicode decimal digit
+        while k and seg[k - 1].isdecimal():
+            k -= 1
+        word = seg[k:]
+        if not word:
+            return True
         # "1. Install" / "  12. Foo" at the start of a line is a list marker.
-        i = m.start() - 1
+        i = end - len(word) - 1
         while i >= start and text[i] in " \t":
             i -= 1
         return not (i < start or text[i] == "\n")
