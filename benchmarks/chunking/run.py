@@ -17,7 +17,7 @@ Each measurement is the whole corpus, text already in memory, per document the w
 pipeline runs a plan's steps (``run_steps``: the cleanup between steps, step names on the
 pieces, STRUCTURE -> RECURSIVE as one fused pass); our time includes tokenizing each
 document for the size meter and building pieces with exact offsets; the peers return strings. Runs are interleaved and
-the best is kept: ``5 x --repeat`` runs in characters, ``--repeat`` in tokens (the machine
+the best is kept: ``10 x --repeat`` runs in characters, ``--repeat`` in tokens (the machine
 is shared; the best run is the one least disturbed). ``--write`` records the result
 with the machine description, date and load average in ``benchmarks/chunking/RESULTS.md``.
 ``python -m benchmarks.chunking.identity --save F`` / ``--compare F`` fingerprints the output
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
         },
         texts,
-        args.repeat * 5,  # cheap: more runs make the best-of robust on a shared machine
+        args.repeat * 10,  # cheap: more runs make the best-of robust on a shared machine
     )
     tokens = {} if args.chars_only else measure(
         {
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     lines = [
         f"Corpus: `{args.corpus.name}` ({len(texts)} files, {mb:.1f} MB); wall-clock seconds, best of "
-        f"{args.repeat * 5} (characters) and {args.repeat} (tokens) interleaved runs.",
+        f"{args.repeat * 10} (characters) and {args.repeat} (tokens) interleaved runs.",
         "",
     ]
     for title, res in (("800 characters / 120 overlap", chars), ("256 tokens (all-MiniLM-L6-v2) / 38 overlap", tokens)):
