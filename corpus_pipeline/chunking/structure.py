@@ -92,16 +92,17 @@ class Structure(Strategy):
         ctype, bi, meta, name = piece.chunk_type, piece.block_index, piece.metadata, self.name
         p_start, p_ov = piece.start, piece.overlap_chars
         ov_end = p_start + p_ov  # spans starting before it inherit part of the piece's overlap
-        return [
-            make_piece(text[a:b], a, b, path, ctype, max(0, p_ov - (a - p_start)) if a < ov_end else 0, False, bi,
-                       name, meta)  # fmt: skip
-            for a, b, path in self._sections(text, piece, headings)
-        ]
+        out: list[Piece] = []
+        for a, b, path in self._sections(text, piece, headings):
+            ov = max(0, p_ov - (a - p_start)) if a < ov_end else 0
+            out.append(make_piece(text[a:b], a, b, path, ctype, ov, False, bi, name, meta))
+        return out
 
     def split_all_then(self, pieces: Sequence[Piece], ctx: ChunkContext, then: Strategy) -> list[Piece] | None:
         """STRUCTURE -> RECURSIVE in one pass: a section within RECURSIVE's size becomes a
         STRUCTURE piece (RECURSIVE would pass it through), a larger one is cut by RECURSIVE
-        straight away, without first becoming a piece of its own."""
+        straight away, without first becoming a piece of its own. From one input piece the
+        result is clean (sections do not overlap), as the pipeline's skipped cleanup needs."""
         if type(then) is not Recursive:
             return None
         rcfg: RecursiveConfig = then.config  # type: ignore[assignment]
@@ -117,7 +118,11 @@ class Structure(Strategy):
         for piece in pieces:
             headings = heading_tuples(text, piece.start, piece.end, ctx.blocks if use_blocks else ())
             if not headings:
-                out.extend(then.split_all(self._fallback(piece, ctx), ctx))
+                # The fallback's chunks overlap, so RECURSIVE's cuts of two of them can repeat
+                # a piece: clean up here, as the pipeline would after the second step.
+                from corpus_pipeline.chunking.pipeline import cleanup  # (the pipeline imports us)
+
+                out.extend(cleanup(then.split_all(self._fallback(piece, ctx), ctx)))
                 continue
             ctype, bi, meta = piece.chunk_type, piece.block_index, piece.metadata
             p_start, p_ov = piece.start, piece.overlap_chars

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from chunking.helpers import ctx_for
@@ -144,6 +144,8 @@ _fusable = st.lists(
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=_fusable, tokens=st.booleans(), overlap=st.booleans(), pieces=st.integers(1, 3))
+# no heading: STRUCTURE's overlapping fallback chunks, re-cut by RECURSIVE, repeat pieces
+@example(doc="x" * 2700 + "# A\n" + "x" * 900, tokens=False, overlap=False, pieces=1)
 def test_fused_structure_then_recursive_equals_the_two_steps_apart(doc: str, tokens: bool, overlap: bool, pieces: int) -> None:
     """run_steps fuses STRUCTURE -> RECURSIVE into one pass; the result must not change,
     whatever the sizes, the unit, and overlapping input pieces (repeats for the cleanup)."""
