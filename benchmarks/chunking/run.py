@@ -33,8 +33,8 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE.parents[2] / "shared" / "corpora" / "markdown-5mb"
@@ -97,18 +97,12 @@ def measure(cases: dict[str, Callable[[list[str]], int]], texts: list[str], repe
 
 
 def machine() -> str:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     from importlib.metadata import version
 
+    from benchmarks.machine import cpu_model
+
     return (
-        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
+        f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
         f"{platform.release()}; langchain-text-splitters {version('langchain-text-splitters')}, "
         f"chonkie {version('chonkie')}, tokenizers {version('tokenizers')}"
     )
@@ -161,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         args.repeat,
     )
     lines = [
-        f"Corpus: `{args.corpus.name}` ({len(texts)} files, {mb:.1f} MB); wall-clock seconds, best of "
-        f"{args.repeat * 10} (characters) and {args.repeat} (tokens) interleaved runs.",
+        (f"Corpus: `{args.corpus.name}` ({len(texts)} files, {mb:.1f} MB); wall-clock seconds, best of "
+        f"{args.repeat * 10} (characters) and {args.repeat} (tokens) interleaved runs."),
         "",
     ]
     for title, res in (("800 characters / 120 overlap", chars), ("256 tokens (all-MiniLM-L6-v2) / 38 overlap", tokens)):

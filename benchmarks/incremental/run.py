@@ -89,22 +89,9 @@ class Result:
 
 
 def machine() -> dict[str, str]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = "unknown"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                ram = f"{int(line.split()[1]) / 1048576:.1f} GiB"
-                break
-    except OSError:
-        pass
+    from benchmarks.machine import cpu_model, ram_gib
+
+    cpu, ram = cpu_model(), ram_gib()
     import dagster
     import lancedb
 

@@ -57,12 +57,9 @@ PLANS = [
 
 
 def machine() -> dict[str, str]:
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    from benchmarks.machine import cpu_model
+
+    cpu = cpu_model()
     import lancedb
 
     return {
