@@ -28,7 +28,9 @@ from corpus_pipeline.quality.catalog import ASSETS, checks_for
 from corpus_pipeline.quality.outcome import CheckOutcome
 
 CHECK_SPECS: dict[str, list[AssetCheckSpec]] = {
-    asset: [AssetCheckSpec(name=c.name, asset=asset, description=c.description, blocking=True) for c in checks_for(asset)]
+    asset: [
+        AssetCheckSpec(name=c.name, asset=asset, description=c.description, blocking=True) for c in checks_for(asset)
+    ]
     for asset in ASSETS
 }
 
@@ -78,7 +80,9 @@ def _crashed(asset_name: str, exc: BaseException) -> list[CheckOutcome]:
     msg = f"the check could not run: {type(exc).__name__}: {exc}"
     tail = traceback.format_exception_only(type(exc), exc)[-1].strip()
     return [
-        CheckOutcome(c.name, asset_name, False, "ERROR", 0, 1, f"{c.name}: {msg}", observed={"error": tail}, engine="none")
+        CheckOutcome(
+            c.name, asset_name, False, "ERROR", 0, 1, f"{c.name}: {msg}", observed={"error": tail}, engine="none"
+        )
         for c in checks_for(asset_name)
     ]
 

@@ -1,6 +1,5 @@
 """Per KB × strategy version: parent blocks, child chunks, embeddings, the search table."""
 
-
 import pyarrow as pa
 from dagster import AssetExecutionContext, AssetIn, DataVersion, MaterializeResult, MetadataValue, Output, asset
 
@@ -78,10 +77,18 @@ def child_chunks(
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     previous = corpus.previous("child_chunks", kb_name, version)
-    images = indexing.image_pieces_by_doc(image_descriptions, parsed_blocks, token_counter_for(kb.config.embedding.model))
+    images = indexing.image_pieces_by_doc(
+        image_descriptions, parsed_blocks, token_counter_for(kb.config.embedding.model)
+    )
     table, stats = indexing.build_child_chunks(
-        kb, version, parent_blocks, parsed_blocks, images, previous=previous,
-        llm_defaults=llm.defaults(), cache_dir=corpus.layout.cache,
+        kb,
+        version,
+        parent_blocks,
+        parsed_blocks,
+        images,
+        previous=previous,
+        llm_defaults=llm.defaults(),
+        cache_dir=corpus.layout.cache,
     )
     chars = table.column("char_count").to_pylist()
     yield Output(
@@ -101,13 +108,22 @@ def child_chunks(
     yield from run_checks("child_chunks", kb, children=table, parents=parent_blocks, texts=parsed_blocks["texts"])
 
 
-@asset(partitions_def=kb_version_partitions, group_name="embedding", code_version="1", check_specs=CHECK_SPECS["chunk_embeddings"])
-def chunk_embeddings(context: AssetExecutionContext, corpus: CorpusResource, child_chunks: pa.Table) -> Output[pa.Table]:
+@asset(
+    partitions_def=kb_version_partitions,
+    group_name="embedding",
+    code_version="1",
+    check_specs=CHECK_SPECS["chunk_embeddings"],
+)
+def chunk_embeddings(
+    context: AssetExecutionContext, corpus: CorpusResource, child_chunks: pa.Table
+) -> Output[pa.Table]:
     """One vector per child chunk; text already embedded by this model is reused."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     emb = kb.config.embedding
-    table, stats = indexing.embed_chunks(child_chunks, emb.model, batch_size=emb.batch_size, cache=corpus.embedding_cache())
+    table, stats = indexing.embed_chunks(
+        child_chunks, emb.model, batch_size=emb.batch_size, cache=corpus.embedding_cache()
+    )
     yield Output(
         table,
         data_version=DataVersion(indexing.table_fingerprint(table, ["chunk_id", "text_hash", "model"])),

@@ -9,7 +9,16 @@ from assets.jobs import index_version_job, parse_kb_job
 from assets.sensors import kb_change_sensor, nightly_reindex
 from resources import CorpusResource, LLMResource, PartitionedParquetIOManager
 
-all_assets = [documents, parsed_blocks, image_descriptions, parent_blocks, child_chunks, chunk_embeddings, search_index, retrieval_eval]
+all_assets = [
+    documents,
+    parsed_blocks,
+    image_descriptions,
+    parent_blocks,
+    child_chunks,
+    chunk_embeddings,
+    search_index,
+    retrieval_eval,
+]
 
 
 def build_definitions(home: str = "") -> Definitions:

@@ -34,7 +34,9 @@ def parsed_blocks(context: AssetExecutionContext, corpus: CorpusResource, docume
     )
     return Output(
         parsed,
-        data_version=DataVersion(indexing.table_fingerprint(parsed["texts"], ["doc_id", "content_hash", "status", "parser_version"])),
+        data_version=DataVersion(
+            indexing.table_fingerprint(parsed["texts"], ["doc_id", "content_hash", "status", "parser_version"])
+        ),
         metadata={
             "parsed": stats.parsed,
             "reused": stats.reused,

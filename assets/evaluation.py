@@ -21,5 +21,9 @@ def retrieval_eval(context: AssetExecutionContext, corpus: CorpusResource) -> Ma
         return MaterializeResult(metadata={"questions": 0, "skipped": "the KB has no questions.jsonl"})
     report_file = corpus.layout.partition_dir("retrieval_eval", kb_name, version) / "report.json"
     return MaterializeResult(
-        metadata={**report.summary(), "notes": MetadataValue.json(report.notes), "report": MetadataValue.path(str(report_file))}
+        metadata={
+            **report.summary(),
+            "notes": MetadataValue.json(report.notes),
+            "report": MetadataValue.path(str(report_file)),
+        }
     )

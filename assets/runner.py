@@ -8,8 +8,9 @@ parse. Every run is recorded on the instance and shows in the UI like any other.
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from dagster import DagsterEventType, DagsterInstance, Definitions
 

@@ -63,14 +63,18 @@ def kb_change_sensor(context: SensorEvaluationContext, corpus: CorpusResource):
         if fresh.parse_needed:
             requests.append(
                 RunRequest(
-                    job_name=parse_kb_job.name, partition_key=name, tags=tags,
+                    job_name=parse_kb_job.name,
+                    partition_key=name,
+                    tags=tags,
                     run_key=f"parse|{name}|{fresh.parse_fingerprint}",
                 )
             )
         elif fresh.index_needed:
             requests.append(
                 RunRequest(
-                    job_name=index_version_job.name, partition_key=kb_version_key(name, version), tags=tags,
+                    job_name=index_version_job.name,
+                    partition_key=kb_version_key(name, version),
+                    tags=tags,
                     run_key=f"index|{name}|{version}|{fresh.parse_fingerprint}",
                 )
             )
@@ -97,6 +101,5 @@ def nightly_reindex(context: ScheduleEvaluationContext):
         return SkipReason("no knowledge base registered yet")
     date = context.scheduled_execution_time.strftime("%Y-%m-%d")
     return [
-        RunRequest(partition_key=kb, run_key=f"nightly|{kb}|{date}", tags={"corpus/trigger": "nightly"})
-        for kb in kbs
+        RunRequest(partition_key=kb, run_key=f"nightly|{kb}|{date}", tags={"corpus/trigger": "nightly"}) for kb in kbs
     ]

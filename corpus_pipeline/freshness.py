@@ -41,7 +41,9 @@ def parse_fingerprint(kb: KnowledgeBase, docs: pa.Table) -> str:
     from corpus_pipeline.parsing import PARSER_VERSION
 
     h = hashlib.sha256(f"{PARSER_VERSION}|{parse_config_fingerprint(kb)}".encode())
-    rows = sorted(zip(docs.column("doc_id").to_pylist(), docs.column("path").to_pylist(), docs.column("content_hash").to_pylist()))
+    rows = sorted(
+        zip(docs.column("doc_id").to_pylist(), docs.column("path").to_pylist(), docs.column("content_hash").to_pylist())
+    )
     for row in rows:
         h.update("\x1f".join(row).encode() + b"\x1e")
     return h.hexdigest()[:16]

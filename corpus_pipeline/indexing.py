@@ -16,9 +16,10 @@ import dataclasses
 import hashlib
 import json
 from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +33,6 @@ from corpus_pipeline.models import Block, DocStatus, Document, ParsedDocument, P
 from corpus_pipeline.parsing import discover, parse_document
 from corpus_pipeline.store import schemas
 from corpus_pipeline.tokens import token_counter_for
-
 
 #: Bump when the chunk tables built here change for the same input and strategy versions
 #: (columns, ids, image chunk rules): built versions are then stale and rebuilt.
@@ -60,9 +60,15 @@ def discover_documents(kb: KnowledgeBase) -> pa.Table:
         d = found.document
         rows.append(
             {
-                "kb": d.kb, "doc_id": d.doc_id, "path": d.path, "format": d.format,
-                "size_bytes": d.size_bytes, "content_hash": d.content_hash, "plan": d.plan,
-                "override": d.override, "error": found.error,
+                "kb": d.kb,
+                "doc_id": d.doc_id,
+                "path": d.path,
+                "format": d.format,
+                "size_bytes": d.size_bytes,
+                "content_hash": d.content_hash,
+                "plan": d.plan,
+                "override": d.override,
+                "error": found.error,
             }
         )
     return _table(rows, schemas.DOCUMENTS)
@@ -140,28 +146,47 @@ def parse_documents(
             stats.failed.append({"path": doc.path, "error": parsed.error or "unknown error"})
         texts.append(
             {
-                "doc_id": doc.doc_id, "path": doc.path, "format": doc.format,
-                "content_hash": doc.content_hash, "status": parsed.status, "error": parsed.error,
-                "text": parsed.text, "block_count": len(parsed.blocks), "image_count": len(parsed.images),
+                "doc_id": doc.doc_id,
+                "path": doc.path,
+                "format": doc.format,
+                "content_hash": doc.content_hash,
+                "status": parsed.status,
+                "error": parsed.error,
+                "text": parsed.text,
+                "block_count": len(parsed.blocks),
+                "image_count": len(parsed.images),
                 "parser_version": PARSER_VERSION,
             }
         )
         for b in parsed.blocks:
             blocks.append(
                 {
-                    "doc_id": b.doc_id, "block_index": b.block_index, "block_type": b.block_type,
-                    "text": b.text, "start_offset": b.start_offset, "end_offset": b.end_offset,
-                    "level": b.level, "page_num": b.page_num, "section_path": b.section_path,
-                    "image_id": b.image_id, "metadata": _json(b.metadata),
+                    "doc_id": b.doc_id,
+                    "block_index": b.block_index,
+                    "block_type": b.block_type,
+                    "text": b.text,
+                    "start_offset": b.start_offset,
+                    "end_offset": b.end_offset,
+                    "level": b.level,
+                    "page_num": b.page_num,
+                    "section_path": b.section_path,
+                    "image_id": b.image_id,
+                    "metadata": _json(b.metadata),
                 }
             )
         for im in parsed.images:
             images.append(
                 {
-                    "image_id": im.image_id, "doc_id": im.doc_id, "block_index": im.block_index,
-                    "page_num": im.page_num, "mime_type": im.mime_type, "width": im.width,
-                    "height": im.height, "path": im.path,
-                    "context_before": im.context_before, "context_after": im.context_after,
+                    "image_id": im.image_id,
+                    "doc_id": im.doc_id,
+                    "block_index": im.block_index,
+                    "page_num": im.page_num,
+                    "mime_type": im.mime_type,
+                    "width": im.width,
+                    "height": im.height,
+                    "path": im.path,
+                    "context_before": im.context_before,
+                    "context_after": im.context_after,
                     "source_ref": im.source_ref,
                 }
             )
@@ -208,7 +233,9 @@ class DescribeStats:
     by_status: dict[str, int] = field(default_factory=dict)
 
 
-def describe_kb_images(kb: KnowledgeBase, parsed: dict[str, pa.Table], cache_dir: Path | None) -> tuple[pa.Table, DescribeStats]:
+def describe_kb_images(
+    kb: KnowledgeBase, parsed: dict[str, pa.Table], cache_dir: Path | None
+) -> tuple[pa.Table, DescribeStats]:
     """Describe every extracted image (vision model, OCR fallback, or skipped with why).
     Results are cached by image hash, so unchanged images cost nothing on a re-run."""
     from corpus_pipeline.models import ExtractedImage
@@ -222,11 +249,22 @@ def describe_kb_images(kb: KnowledgeBase, parsed: dict[str, pa.Table], cache_dir
         stats.by_status[d.status] = stats.by_status.get(d.status, 0) + 1
         rows.append(
             {
-                "image_id": d.image_id, "doc_id": d.doc_id, "block_index": d.block_index, "page_num": d.page_num,
-                "status": d.status, "image_type": d.image_type, "description": d.description,
-                "keywords": list(d.keywords), "embedding_text": d.embedding_text, "ocr_text": d.ocr_text,
-                "degraded": d.degraded, "degrade_reason": d.degrade_reason, "skip_reason": d.skip_reason,
-                "model": d.model, "error": d.error, "metadata": _json(d.metadata),
+                "image_id": d.image_id,
+                "doc_id": d.doc_id,
+                "block_index": d.block_index,
+                "page_num": d.page_num,
+                "status": d.status,
+                "image_type": d.image_type,
+                "description": d.description,
+                "keywords": list(d.keywords),
+                "embedding_text": d.embedding_text,
+                "ocr_text": d.ocr_text,
+                "degraded": d.degraded,
+                "degrade_reason": d.degrade_reason,
+                "skip_reason": d.skip_reason,
+                "model": d.model,
+                "error": d.error,
+                "metadata": _json(d.metadata),
             }
         )
     return _table(rows, schemas.IMAGE_DESCRIPTIONS), stats
@@ -308,17 +346,29 @@ def _llm_retry(llm: Any, rows: Sequence[dict[str, Any]]) -> bool:
     return llm is not None and any('"llm_retry": true' in (r.get("metadata") or "") for r in rows)
 
 
-def _span_row(kb: str, version: str, doc: dict[str, Any], p: Piece, loc: _Locator, tokens: int, versions: dict[str, str]) -> dict[str, Any]:
+def _span_row(
+    kb: str, version: str, doc: dict[str, Any], p: Piece, loc: _Locator, tokens: int, versions: dict[str, str]
+) -> dict[str, Any]:
     block = loc.at(p.start)
     section = p.section_path or (block.section_path if block else "")
     return {
-        "kb": kb, "strategy_version": version, "doc_id": doc["doc_id"], "doc_path": doc["path"],
-        "text": p.text, "start_offset": p.start, "end_offset": p.end, "char_count": len(p.text),
-        "token_count": tokens, "section_path": section,
+        "kb": kb,
+        "strategy_version": version,
+        "doc_id": doc["doc_id"],
+        "doc_path": doc["path"],
+        "text": p.text,
+        "start_offset": p.start,
+        "end_offset": p.end,
+        "char_count": len(p.text),
+        "token_count": tokens,
+        "section_path": section,
         "page_num": block.page_num if block else None,
         "block_index": p.block_index if p.block_index is not None else (block.block_index if block else None),
-        "strategy": p.strategy, "strategy_code_version": versions.get(p.strategy, ""),
-        "overlap_chars": p.overlap_chars, "derived": p.derived, "metadata": _json(p.metadata),
+        "strategy": p.strategy,
+        "strategy_code_version": versions.get(p.strategy, ""),
+        "overlap_chars": p.overlap_chars,
+        "derived": p.derived,
+        "metadata": _json(p.metadata),
     }
 
 
@@ -376,7 +426,9 @@ def build_parent_blocks(
             row = _span_row(kb.name, version, doc, p, loc, t, versions)
             row["parent_index"] = i
             row["parent_id"] = _hid("parent", version, doc["doc_id"], i, p.start, p.end, text_hash(p.text))
-            row["metadata"] = _json({**(p.metadata or {}), "plan": plan.snapshot(), **({"plan_reasons": reasons} if reasons else {})})
+            row["metadata"] = _json(
+                {**(p.metadata or {}), "plan": plan.snapshot(), **({"plan_reasons": reasons} if reasons else {})}
+            )
             row["content_hash"] = doc["content_hash"]
             rows.append(row)
         stats.documents += 1
@@ -444,7 +496,12 @@ def build_child_chunks(
             # Children cut the parent's own span: its overlap prefix repeats the previous
             # parent, whose children already cover it (cutting it again duplicated chunks).
             own = pr["start_offset"] + (0 if pr["derived"] else pr["overlap_chars"] or 0)
-            seed = Piece(text=doc["text"][own : pr["end_offset"]], start=own, end=pr["end_offset"], section_path=pr["section_path"] or "")
+            seed = Piece(
+                text=doc["text"][own : pr["end_offset"]],
+                start=own,
+                end=pr["end_offset"],
+                section_path=pr["section_path"] or "",
+            )
             for child in run_steps(plan.child, [seed], ctx):
                 items.append((child, pr))
         if doc_images:
@@ -452,17 +509,19 @@ def build_child_chunks(
             # to the parent block at its position.
             owner = {id(p): pr for p, pr in items}
             merged = merge_in_reading_order([p for p, _ in items], doc_images)
-            items = [
-                (p, owner.get(id(p)) or prow[parent_at(p.start, _Spans(prow)) or 0]) for p in merged
-            ]
+            items = [(p, owner.get(id(p)) or prow[parent_at(p.start, _Spans(prow)) or 0]) for p in merged]
         toks = counter.count_batch([p.text for p, _ in items])
         for n, ((p, pr), t) in enumerate(zip(items, toks)):
             row = _span_row(kb.name, version, doc, p, loc, t, versions)
             th = text_hash(p.text)
             row.update(
                 chunk_id=_hid("chunk", version, doc_id, n, p.start, p.end, th),
-                parent_id=pr["parent_id"], chunk_index=n, chunk_type=p.chunk_type,
-                image_id=(p.metadata or {}).get("image_id"), text_hash=th, doc_fingerprint=fingerprint,
+                parent_id=pr["parent_id"],
+                chunk_index=n,
+                chunk_type=p.chunk_type,
+                image_id=(p.metadata or {}).get("image_id"),
+                text_hash=th,
+                doc_fingerprint=fingerprint,
             )
             if row["section_path"] == "" and pr["section_path"]:
                 row["section_path"] = pr["section_path"]
@@ -497,11 +556,11 @@ class EmbedStats:
     dimension: int = 0
 
 
-def embed_chunks(children: pa.Table, model: str, *, batch_size: int, cache: EmbeddingCache | None) -> tuple[pa.Table, EmbedStats]:
+def embed_chunks(
+    children: pa.Table, model: str, *, batch_size: int, cache: EmbeddingCache | None
+) -> tuple[pa.Table, EmbedStats]:
     texts = children.column("text").to_pylist()
-    vecs, embedded, reused = embed_with_cache(
-        texts, lambda: load_embedder(model, batch_size), cache, model_name=model
-    )
+    vecs, embedded, reused = embed_with_cache(texts, lambda: load_embedder(model, batch_size), cache, model_name=model)
     dim = int(vecs.shape[1])
     flat = pa.array(vecs.reshape(-1), type=pa.float32())
     table = pa.table(

@@ -13,7 +13,12 @@ from corpus_pipeline.paths import Layout
 
 _REPO = Path(__file__).resolve().parents[1]
 _SQLITE_DEFAULT = "telemetry:\n  enabled: false\n"
-_PG_DEFAULTS = {"DAGSTER_PG_PORT": "5432", "DAGSTER_PG_USER": "postgres", "DAGSTER_PG_PASSWORD": "postgres", "DAGSTER_PG_DB": "postgres"}
+_PG_DEFAULTS = {
+    "DAGSTER_PG_PORT": "5432",
+    "DAGSTER_PG_USER": "postgres",
+    "DAGSTER_PG_PASSWORD": "postgres",
+    "DAGSTER_PG_DB": "postgres",
+}
 
 
 def _template(postgres: bool) -> str:

@@ -22,9 +22,10 @@ naming the key and the file: a typo must never fall back silently to a default.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -297,7 +298,9 @@ def kb_from_config(kb_dir: Path, cfg: KBConfig) -> KnowledgeBase:
         parent = {**ch.parent, **(ov.parent or {})}
         child = {**ch.child, **(ov.child or {})}
         overrides.append(
-            ResolvedOverride(ov.match, build_plan(_plan_text(text), parent, child, where=w), _is_auto(text), parent, child)
+            ResolvedOverride(
+                ov.match, build_plan(_plan_text(text), parent, child, where=w), _is_auto(text), parent, child
+            )
         )
     return KnowledgeBase(name, kb_dir, cfg, plan, tuple(overrides), auto=_is_auto(ch.plan))
 

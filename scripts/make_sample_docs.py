@@ -23,6 +23,7 @@ The text of the DOCX and PDF documents is held below in a tiny Markdown-like mar
 Output is deterministic: fixed metadata dates, fixed ZIP timestamps, ``invariant`` PDFs.
 Needs: python-docx, reportlab, pillow, pdfminer.six.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,8 +57,14 @@ _FONT_FILES = {
     (False, True): ["DejaVuSansMono.ttf", "LiberationMono-Regular.ttf", "Courier New.ttf"],
     (True, True): ["DejaVuSansMono-Bold.ttf", "LiberationMono-Bold.ttf", "Courier New Bold.ttf"],
 }
-_FONT_DIRS = ["", "/usr/share/fonts/truetype/dejavu/", "/usr/share/fonts/truetype/liberation/",
-              "/usr/share/fonts/TTF/", "/Library/Fonts/", "C:/Windows/Fonts/"]
+_FONT_DIRS = [
+    "",
+    "/usr/share/fonts/truetype/dejavu/",
+    "/usr/share/fonts/truetype/liberation/",
+    "/usr/share/fonts/TTF/",
+    "/Library/Fonts/",
+    "C:/Windows/Fonts/",
+]
 _font_cache: dict = {}
 
 
@@ -83,16 +90,15 @@ def new_canvas(w: int, h: int, bg: str = "white"):
     return img, ImageDraw.Draw(img)
 
 
-def box(d, xy, text, fill="#e8f0fe", outline="#3c5a99", size=15, bold=False, color="#111111",
-        radius=8, width=2):
+def box(d, xy, text, fill="#e8f0fe", outline="#3c5a99", size=15, bold=False, color="#111111", radius=8, width=2):
     d.rounded_rectangle(xy, radius=radius, fill=fill, outline=outline, width=width)
     cx, cy = (xy[0] + xy[2]) / 2, (xy[1] + xy[3]) / 2
-    d.multiline_text((cx, cy), text, font=font(size, bold), fill=color, anchor="mm",
-                     align="center", spacing=4)
+    d.multiline_text((cx, cy), text, font=font(size, bold), fill=color, anchor="mm", align="center", spacing=4)
 
 
-def arrow(d, p0, p1, color="#333333", width=3, head=11, label=None, label_size=13,
-          label_offset=(0, -12), label_color=None):
+def arrow(
+    d, p0, p1, color="#333333", width=3, head=11, label=None, label_size=13, label_offset=(0, -12), label_color=None
+):
     d.line([p0, p1], fill=color, width=width)
     ang = math.atan2(p1[1] - p0[1], p1[0] - p0[0])
     left = (p1[0] - head * math.cos(ang - 0.45), p1[1] - head * math.sin(ang - 0.45))
@@ -111,8 +117,19 @@ def poly_arrow(d, points, color="#333333", width=3, label=None, label_at=None, l
         d.text(label_at, label, font=font(label_size), fill=color, anchor="mm")
 
 
-def draw_table(d, x, y, col_widths, rows, row_h=34, size=14, header_fill="#2f4b7c",
-               header_color="white", fills=None, grid="#888888"):
+def draw_table(
+    d,
+    x,
+    y,
+    col_widths,
+    rows,
+    row_h=34,
+    size=14,
+    header_fill="#2f4b7c",
+    header_color="white",
+    fills=None,
+    grid="#888888",
+):
     """Draw a grid table; rows[0] is the header.  fills: per-row background colors."""
     for r, row in enumerate(rows):
         cx = x
@@ -138,8 +155,7 @@ def png_bytes(img: Image.Image, colors: int = 96) -> bytes:
     return buf.getvalue()
 
 
-def line_chart(w, h, title, xs_labels, series, y_max, y_step, y_label, thresholds=(),
-               annotations=()):
+def line_chart(w, h, title, xs_labels, series, y_max, y_step, y_label, thresholds=(), annotations=()):
     """series: list of (name, color, values); thresholds: (value, label, color)."""
     img, d = new_canvas(w, h)
     left, right, top, bottom = 70, w - 30, 56, h - 60
@@ -189,14 +205,22 @@ def line_chart(w, h, title, xs_labels, series, y_max, y_step, y_label, threshold
 # The images
 # ---------------------------------------------------------------------------------------
 
+
 def img_cpu_triage_flow() -> Image.Image:
     img, d = new_canvas(900, 470)
-    d.text((450, 24), "CPU high-load triage (order-gateway / risk-engine / settlement-service)",
-           font=font(17, bold=True), fill="#111111", anchor="mm")
-    steps = [("Alert: HostCpuHigh\nCPU > 85% for 5 min", "#fde2e1", "#c0392b"),
-             ("top  (press P)\nfind the hot PID", "#e8f0fe", "#3c5a99"),
-             ("top -Hp <PID>\nhottest 3 threads", "#e8f0fe", "#3c5a99"),
-             ("jstack x3, 5 s apart\nmatch nid=0x<TID>", "#e8f0fe", "#3c5a99")]
+    d.text(
+        (450, 24),
+        "CPU high-load triage (order-gateway / risk-engine / settlement-service)",
+        font=font(17, bold=True),
+        fill="#111111",
+        anchor="mm",
+    )
+    steps = [
+        ("Alert: HostCpuHigh\nCPU > 85% for 5 min", "#fde2e1", "#c0392b"),
+        ("top  (press P)\nfind the hot PID", "#e8f0fe", "#3c5a99"),
+        ("top -Hp <PID>\nhottest 3 threads", "#e8f0fe", "#3c5a99"),
+        ("jstack x3, 5 s apart\nmatch nid=0x<TID>", "#e8f0fe", "#3c5a99"),
+    ]
     x = 20
     for i, (t, fill, outline) in enumerate(steps):
         box(d, (x, 60, x + 190, 130), t, fill=fill, outline=outline, size=14)
@@ -205,19 +229,27 @@ def img_cpu_triage_flow() -> Image.Image:
         x += 222
     # decision
     cx, cy = 450, 215
-    d.polygon([(cx, cy - 50), (cx + 120, cy), (cx, cy + 50), (cx - 120, cy)],
-              fill="#fff4d6", outline="#b7950b", width=2)
+    d.polygon(
+        [(cx, cy - 50), (cx + 120, cy), (cx, cy + 50), (cx - 120, cy)], fill="#fff4d6", outline="#b7950b", width=2
+    )
     d.text((cx, cy), "Which cause?", font=font(15, bold=True), fill="#111111", anchor="mm")
     poly_arrow(d, [(786, 130), (786, 160), (cx, 160), (cx, cy - 50)])
-    outcomes = [("Busy loop in code\n-> rollback / hotfix", 20),
-                ("GC threads busy\n-> memory-leak runbook", 245),
-                ("Lock contention\n-> smaller lock scope", 470),
-                ("Traffic spike (QPS x3)\n-> scale out + rate limit", 695)]
+    outcomes = [
+        ("Busy loop in code\n-> rollback / hotfix", 20),
+        ("GC threads busy\n-> memory-leak runbook", 245),
+        ("Lock contention\n-> smaller lock scope", 470),
+        ("Traffic spike (QPS x3)\n-> scale out + rate limit", 695),
+    ]
     for text, ox in outcomes:
         box(d, (ox, 340, ox + 190, 410), text, fill="#e9f7ef", outline="#1e8449", size=14)
         poly_arrow(d, [(cx, cy + 50), (cx, 300), (ox + 95, 300), (ox + 95, 340)], width=2)
-    d.text((450, 445), "Keep the instance out of traffic (weight 0 in Nacos) and save evidence "
-           "before restarting.", font=font(13), fill="#555555", anchor="mm")
+    d.text(
+        (450, 445),
+        "Keep the instance out of traffic (weight 0 in Nacos) and save evidence before restarting.",
+        font=font(13),
+        fill="#555555",
+        anchor="mm",
+    )
     return img
 
 
@@ -253,14 +285,15 @@ def img_top_screenshot() -> Image.Image:
 
 def img_release_pipeline() -> Image.Image:
     img, d = new_canvas(960, 330)
-    d.text((480, 22), "Canary release pipeline (deployctl)", font=font(18, bold=True),
-           fill="#111111", anchor="mm")
-    stages = [("Build\nimage v2.15.0-318", "#eeeeee", "#666666"),
-              ("Staging\n1,200 tests, 100%", "#e8f0fe", "#3c5a99"),
-              ("Canary 5%\n1 pod, watch 10 min", "#fff4d6", "#b7950b"),
-              ("25%\nwatch 10 min", "#fff4d6", "#b7950b"),
-              ("50%\nwatch 10 min", "#fff4d6", "#b7950b"),
-              ("100%\nwatch 30 min", "#e9f7ef", "#1e8449")]
+    d.text((480, 22), "Canary release pipeline (deployctl)", font=font(18, bold=True), fill="#111111", anchor="mm")
+    stages = [
+        ("Build\nimage v2.15.0-318", "#eeeeee", "#666666"),
+        ("Staging\n1,200 tests, 100%", "#e8f0fe", "#3c5a99"),
+        ("Canary 5%\n1 pod, watch 10 min", "#fff4d6", "#b7950b"),
+        ("25%\nwatch 10 min", "#fff4d6", "#b7950b"),
+        ("50%\nwatch 10 min", "#fff4d6", "#b7950b"),
+        ("100%\nwatch 30 min", "#e9f7ef", "#1e8449"),
+    ]
     x = 14
     centers = []
     for i, (t, fill, outline) in enumerate(stages):
@@ -270,30 +303,52 @@ def img_release_pipeline() -> Image.Image:
             arrow(d, (x + 138, 105), (x + 162, 105))
         x += 162
     # rollback path
-    box(d, (300, 230, 660, 300),
+    box(
+        d,
+        (300, 230, 660, 300),
         "ROLLBACK: deployctl rollback --service <svc>\n--to <previous version> --batch 50%",
-        fill="#fde2e1", outline="#c0392b", size=13, color="#7b241c")
+        fill="#fde2e1",
+        outline="#c0392b",
+        size=13,
+        color="#7b241c",
+    )
     for cx in centers[2:]:
         d.line([(cx, 140), (cx, 190)], fill="#c0392b", width=2)
     d.line([(centers[2], 190), (centers[5], 190)], fill="#c0392b", width=2)
     arrow(d, (480, 190), (480, 230), color="#c0392b", width=2)
-    d.multiline_text((20, 232), "Roll back if, in any stage:\n- error rate > 0.5% (2 min)\n"
-                     "- P99 latency > 200 ms\n- order success < 99.9%",
-                     font=font(13, bold=True), fill="#c0392b", spacing=3)
-    d.text((480, 318), "Decide within 15 minutes, finish the rollback within 30 minutes.",
-           font=font(13), fill="#555555", anchor="mm")
+    d.multiline_text(
+        (20, 232),
+        "Roll back if, in any stage:\n- error rate > 0.5% (2 min)\n- P99 latency > 200 ms\n- order success < 99.9%",
+        font=font(13, bold=True),
+        fill="#c0392b",
+        spacing=3,
+    )
+    d.text(
+        (480, 318),
+        "Decide within 15 minutes, finish the rollback within 30 minutes.",
+        font=font(13),
+        fill="#555555",
+        anchor="mm",
+    )
     return img
 
 
 def img_alert_levels_table() -> Image.Image:
     img, d = new_canvas(900, 250)
-    d.text((450, 22), "Alert levels - quick reference (print for the on-call room)",
-           font=font(17, bold=True), fill="#111111", anchor="mm")
-    rows = [["Level", "Meaning", "Respond", "Recover", "Notify"],
-            ["P0", "Core trading down (orders, matching, quotes)", "5 min", "30 min", "phone+SMS+WeCom+CTO"],
-            ["P1", "Core trading degraded (success < 99%)", "15 min", "2 h", "phone + WeCom"],
-            ["P2", "Non-core fault or risk (CPU > 85%, disk > 90%)", "30 min", "same day", "WeCom (+phone)"],
-            ["P3", "Warning (disk > 80%, cert < 30 days)", "next workday", "1 week", "WeCom group"]]
+    d.text(
+        (450, 22),
+        "Alert levels - quick reference (print for the on-call room)",
+        font=font(17, bold=True),
+        fill="#111111",
+        anchor="mm",
+    )
+    rows = [
+        ["Level", "Meaning", "Respond", "Recover", "Notify"],
+        ["P0", "Core trading down (orders, matching, quotes)", "5 min", "30 min", "phone+SMS+WeCom+CTO"],
+        ["P1", "Core trading degraded (success < 99%)", "15 min", "2 h", "phone + WeCom"],
+        ["P2", "Non-core fault or risk (CPU > 85%, disk > 90%)", "30 min", "same day", "WeCom (+phone)"],
+        ["P3", "Warning (disk > 80%, cert < 30 days)", "next workday", "1 week", "WeCom group"],
+    ]
     fills = ["#fadbd8", "#fdebd0", "#fcf3cf", "#eaf2f8"]
     draw_table(d, 14, 46, [60, 370, 110, 95, 235], rows, row_h=38, size=14, fills=fills)
     return img
@@ -301,20 +356,37 @@ def img_alert_levels_table() -> Image.Image:
 
 def img_platform_architecture() -> Image.Image:
     img, d = new_canvas(980, 520)
-    d.text((490, 22), "Xinglan trading platform - architecture (V5)", font=font(18, bold=True),
-           fill="#111111", anchor="mm")
+    d.text(
+        (490, 22), "Xinglan trading platform - architecture (V5)", font=font(18, bold=True), fill="#111111", anchor="mm"
+    )
     d.rounded_rectangle((150, 50, 970, 380), radius=12, outline="#9aa5b1", width=2)
     d.text((960, 370), "Kubernetes namespace: trading", font=font(12), fill="#5d6d7e", anchor="rd")
     box(d, (10, 150, 120, 210), "Clients\n(web / app / API)", fill="#f4f6f7", outline="#7f8c8d", size=13)
     box(d, (170, 150, 290, 210), "SLB", fill="#f4f6f7", outline="#7f8c8d", size=14)
     box(d, (330, 140, 480, 220), "order-gateway\n:8080  x8", fill="#e8f0fe", outline="#3c5a99", size=14, bold=True)
     box(d, (540, 140, 690, 220), "risk-engine\n:8090  x6", fill="#e8f0fe", outline="#3c5a99", size=14, bold=True)
-    box(d, (760, 140, 950, 220), "matching-engine\n:9100 (C++, bare metal)", fill="#fdebd0", outline="#b9770e", size=13, bold=True)
+    box(
+        d,
+        (760, 140, 950, 220),
+        "matching-engine\n:9100 (C++, bare metal)",
+        fill="#fdebd0",
+        outline="#b9770e",
+        size=13,
+        bold=True,
+    )
     box(d, (760, 270, 950, 340), "Kafka\ntrade-executions (32 p.)", fill="#f5eef8", outline="#7d3c98", size=13)
     box(d, (500, 270, 690, 340), "settlement-service\n:8085  x4", fill="#e8f0fe", outline="#3c5a99", size=13, bold=True)
     box(d, (330, 270, 480, 340), "account-service\n:8081  x4", fill="#e8f0fe", outline="#3c5a99", size=13)
     box(d, (170, 70, 320, 120), "market-data-feed\n:7001 (Go)", fill="#e9f7ef", outline="#1e8449", size=13)
-    box(d, (370, 410, 620, 480), "trade-db  MySQL 8.0\n1 primary + 2 replicas", fill="#fef9e7", outline="#b7950b", size=14, bold=True)
+    box(
+        d,
+        (370, 410, 620, 480),
+        "trade-db  MySQL 8.0\n1 primary + 2 replicas",
+        fill="#fef9e7",
+        outline="#b7950b",
+        size=14,
+        bold=True,
+    )
     box(d, (10, 60, 130, 130), "quote-cache\nRedis 7\n6 x 16 GB", fill="#fdedec", outline="#c0392b", size=13)
     arrow(d, (120, 180), (170, 180))
     arrow(d, (290, 180), (330, 180))
@@ -327,41 +399,59 @@ def img_platform_architecture() -> Image.Image:
     for sx in (405, 595):
         arrow(d, (sx, 340), (sx + (495 - sx) * 0.5, 410), width=2)
     arrow(d, (405, 220), (405, 270), width=2)
-    d.text((490, 505), "Primary site Zhangjiang, hot standby Jinqiao (2 x 10 Gbps, RTT 0.8 ms)",
-           font=font(13), fill="#555555", anchor="mm")
+    d.text(
+        (490, 505),
+        "Primary site Zhangjiang, hot standby Jinqiao (2 x 10 Gbps, RTT 0.8 ms)",
+        font=font(13),
+        fill="#555555",
+        anchor="mm",
+    )
     return img
 
 
 def img_port_matrix() -> Image.Image:
     img, d = new_canvas(900, 300)
-    d.text((450, 22), "Keelvault 3.4 - network port matrix", font=font(17, bold=True),
-           fill="#111111", anchor="mm")
-    rows = [["Port", "Protocol", "From -> To", "Purpose", "Default"],
-            ["8443", "TCP/HTTPS", "admins -> appliance", "Web console + REST API", "open"],
-            ["7410", "TCP/TLS", "agents -> appliance", "Backup/restore data", "open"],
-            ["7411", "TCP/TLS", "agents -> appliance", "Job control, heartbeats 30 s", "open"],
-            ["7420", "TCP/TLS", "appliance -> appliance", "Replication", "open"],
-            ["9100", "TCP/HTTP", "Prometheus -> appliance", "/metrics", "disabled"],
-            ["22", "TCP/SSH", "admins -> appliance", "Shell access", "disabled"]]
+    d.text((450, 22), "Keelvault 3.4 - network port matrix", font=font(17, bold=True), fill="#111111", anchor="mm")
+    rows = [
+        ["Port", "Protocol", "From -> To", "Purpose", "Default"],
+        ["8443", "TCP/HTTPS", "admins -> appliance", "Web console + REST API", "open"],
+        ["7410", "TCP/TLS", "agents -> appliance", "Backup/restore data", "open"],
+        ["7411", "TCP/TLS", "agents -> appliance", "Job control, heartbeats 30 s", "open"],
+        ["7420", "TCP/TLS", "appliance -> appliance", "Replication", "open"],
+        ["9100", "TCP/HTTP", "Prometheus -> appliance", "/metrics", "disabled"],
+        ["22", "TCP/SSH", "admins -> appliance", "Shell access", "disabled"],
+    ]
     draw_table(d, 14, 46, [80, 120, 240, 300, 130], rows, row_h=35, size=14)
     return img
 
 
 def img_deployment_topology() -> Image.Image:
     img, d = new_canvas(960, 430)
-    d.text((480, 22), "Typical Keelvault deployment", font=font(18, bold=True), fill="#111111",
-           anchor="mm")
-    for i, name in enumerate(["web01  (Linux agent)", "db-prod-02  (PostgreSQL)", "fs01  (Windows agent)",
-                              "vCenter / Proxmox  (agentless)"]):
+    d.text((480, 22), "Typical Keelvault deployment", font=font(18, bold=True), fill="#111111", anchor="mm")
+    for i, name in enumerate(
+        ["web01  (Linux agent)", "db-prod-02  (PostgreSQL)", "fs01  (Windows agent)", "vCenter / Proxmox  (agentless)"]
+    ):
         box(d, (14, 60 + i * 78, 244, 116 + i * 78), name, fill="#f4f6f7", outline="#7f8c8d", size=13)
         arrow(d, (244, 88 + i * 78), (370, 205), width=2)
     d.text((300, 110), "7410 data\n7411 control", font=font(12), fill="#333333", anchor="mm")
-    box(d, (370, 160, 590, 250), "backup01\nprimary appliance KV-200\nrepository 'default'",
-        fill="#e8f0fe", outline="#3c5a99", size=14, bold=True)
-    box(d, (700, 60, 940, 130), "dr01  offsite replica\n(second appliance)", fill="#e9f7ef",
-        outline="#1e8449", size=14)
-    box(d, (700, 190, 940, 260), "S3 bucket kv-backups\ncloud tier after 30 days", fill="#fef9e7",
-        outline="#b7950b", size=14)
+    box(
+        d,
+        (370, 160, 590, 250),
+        "backup01\nprimary appliance KV-200\nrepository 'default'",
+        fill="#e8f0fe",
+        outline="#3c5a99",
+        size=14,
+        bold=True,
+    )
+    box(d, (700, 60, 940, 130), "dr01  offsite replica\n(second appliance)", fill="#e9f7ef", outline="#1e8449", size=14)
+    box(
+        d,
+        (700, 190, 940, 260),
+        "S3 bucket kv-backups\ncloud tier after 30 days",
+        fill="#fef9e7",
+        outline="#b7950b",
+        size=14,
+    )
     box(d, (700, 320, 940, 390), "Prometheus\nscrapes /metrics", fill="#f5eef8", outline="#7d3c98", size=14)
     box(d, (370, 330, 590, 400), "Administrators\nbrowser / kvctl", fill="#f4f6f7", outline="#7f8c8d", size=14)
     arrow(d, (590, 180), (700, 100), label="7420 replication", label_offset=(-5, -60))
@@ -375,24 +465,47 @@ def img_jobs_page() -> Image.Image:
     img, d = new_canvas(960, 380, "#f7f8fa")
     d.rectangle([0, 0, 960, 44], fill="#1f2d3d")
     d.text((16, 22), "Keelvault", font=font(18, bold=True), fill="white", anchor="lm")
-    d.text((140, 22), "Dashboard     Monitor > Jobs     Sources     Repositories     Settings",
-           font=font(14), fill="#c8d3df", anchor="lm")
+    d.text(
+        (140, 22),
+        "Dashboard     Monitor > Jobs     Sources     Repositories     Settings",
+        font=font(14),
+        fill="#c8d3df",
+        anchor="lm",
+    )
     d.text((944, 22), "admin  |  backup01", font=font(13), fill="#c8d3df", anchor="rm")
     d.text((16, 66), "Job runs - last 24 hours", font=font(16, bold=True), fill="#111111", anchor="lm")
     d.text((944, 66), "Filter: status = any    source = any", font=font(13), fill="#555555", anchor="rm")
-    rows = [["Job", "Source", "Started", "Duration", "Read", "Status"],
-            ["nightly-linux", "web01", "2024-09-17 01:04", "00:12:41", "48.2 GB", "Succeeded"],
-            ["nightly-linux", "web02", "2024-09-17 01:09", "00:11:58", "45.7 GB", "Succeeded"],
-            ["db-nightly", "db-prod-01", "2024-09-17 01:13", "00:41:06", "612.0 GB", "Succeeded"],
-            ["db-nightly", "db-prod-02", "2024-09-17 01:02", "00:00:14", "0 B", "Failed  KV-E2107"],
-            ["fileserver", "fs01", "2024-09-17 02:00", "01:47:30", "2.31 TB", "Warning  14 files skipped"],
-            ["vm-weekly", "vcenter01 (38 VMs)", "2024-09-17 02:15", "03:02:11", "9.84 TB", "Succeeded"]]
+    rows = [
+        ["Job", "Source", "Started", "Duration", "Read", "Status"],
+        ["nightly-linux", "web01", "2024-09-17 01:04", "00:12:41", "48.2 GB", "Succeeded"],
+        ["nightly-linux", "web02", "2024-09-17 01:09", "00:11:58", "45.7 GB", "Succeeded"],
+        ["db-nightly", "db-prod-01", "2024-09-17 01:13", "00:41:06", "612.0 GB", "Succeeded"],
+        ["db-nightly", "db-prod-02", "2024-09-17 01:02", "00:00:14", "0 B", "Failed  KV-E2107"],
+        ["fileserver", "fs01", "2024-09-17 02:00", "01:47:30", "2.31 TB", "Warning  14 files skipped"],
+        ["vm-weekly", "vcenter01 (38 VMs)", "2024-09-17 02:15", "03:02:11", "9.84 TB", "Succeeded"],
+    ]
     fills = ["#ffffff", "#ffffff", "#ffffff", "#fde2e1", "#fff4d6", "#ffffff"]
-    draw_table(d, 16, 90, [140, 190, 170, 100, 100, 220], rows, row_h=36, size=13,
-               header_fill="#e5e9f0", header_color="#111111", fills=fills, grid="#d0d5dd")
+    draw_table(
+        d,
+        16,
+        90,
+        [140, 190, 170, 100, 100, 220],
+        rows,
+        row_h=36,
+        size=13,
+        header_fill="#e5e9f0",
+        header_color="#111111",
+        fills=fills,
+        grid="#d0d5dd",
+    )
     d.rounded_rectangle((16, 345, 700, 372), radius=4, fill="#fde2e1", outline="#c0392b")
-    d.text((26, 358), "db-prod-02: KV-E2107 Snapshot chain broken - run 'kvctl snapshot verify'",
-           font=font(13, bold=True), fill="#922b21", anchor="lm")
+    d.text(
+        (26, 358),
+        "db-prod-02: KV-E2107 Snapshot chain broken - run 'kvctl snapshot verify'",
+        font=font(13, bold=True),
+        fill="#922b21",
+        anchor="lm",
+    )
     return img
 
 
@@ -404,11 +517,17 @@ def img_heap_chart() -> Image.Image:
             vals.append(min(97, base + k * 2.2 + (k % 2) * 3))
     after_gc = [34 + i * 1.45 for i in range(len(vals))]
     return line_chart(
-        820, 360, "order-gateway JVM old gen, 2024-05-06 .. 05-11 (instance og-3)",
+        820,
+        360,
+        "order-gateway JVM old gen, 2024-05-06 .. 05-11 (instance og-3)",
         ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat"],
         [("old gen used %", "#3c5a99", vals), ("after Full GC %", "#c0392b", after_gc)],
-        100, 20, "%", thresholds=[(80, "alert 80%", "#e67e22")],
-        annotations=[(len(vals) - 1, after_gc[-1], "OOM risk")])
+        100,
+        20,
+        "%",
+        thresholds=[(80, "alert 80%", "#e67e22")],
+        annotations=[(len(vals) - 1, after_gc[-1], "OOM risk")],
+    )
 
 
 def img_pool_chart() -> Image.Image:
@@ -426,27 +545,36 @@ def img_pool_chart() -> Image.Image:
         active.append(a)
         pending.append(p / 4)  # plotted on the same axis, scaled /4
     return line_chart(
-        820, 360, "HikariCP pool of order-gateway (og-1), 2024-03-18 10:20-10:50",
+        820,
+        360,
+        "HikariCP pool of order-gateway (og-1), 2024-03-18 10:20-10:50",
         ["10:20", "10:25", "10:30", "10:35", "10:40", "10:45", "10:50"],
         [("active connections", "#3c5a99", active), ("pending threads / 4", "#c0392b", pending)],
-        60, 10, "conn", thresholds=[(50, "maximumPoolSize = 50", "#e67e22")],
-        annotations=[(12, 50, "pool exhausted 10:32")])
+        60,
+        10,
+        "conn",
+        thresholds=[(50, "maximumPoolSize = 50", "#e67e22")],
+        annotations=[(12, 50, "pool exhausted 10:32")],
+    )
 
 
 def img_schedule_editor() -> Image.Image:
     img, d = new_canvas(900, 420, "#f7f8fa")
     d.rectangle([0, 0, 900, 40], fill="#1f2d3d")
-    d.text((16, 20), "Keelvault   Jobs > web-nightly > Edit schedule", font=font(15, bold=True),
-           fill="white", anchor="lm")
-    fields = [("Job name", "web-nightly"),
-              ("Sources", "web01, web02"),
-              ("Schedule type", "Daily"),
-              ("Start time", "01:00  (appliance time zone Europe/Berlin)"),
-              ("Cron (generated)", "0 1 * * *"),
-              ("Start jitter", "up to 15 minutes"),
-              ("Blackout window", "Mon-Fri 08:00-18:00   [x] pause running jobs"),
-              ("Retention policy", "gfs-7-4-12   (7 daily, 4 weekly, 12 monthly)"),
-              ("Retention lock", "14 days")]
+    d.text(
+        (16, 20), "Keelvault   Jobs > web-nightly > Edit schedule", font=font(15, bold=True), fill="white", anchor="lm"
+    )
+    fields = [
+        ("Job name", "web-nightly"),
+        ("Sources", "web01, web02"),
+        ("Schedule type", "Daily"),
+        ("Start time", "01:00  (appliance time zone Europe/Berlin)"),
+        ("Cron (generated)", "0 1 * * *"),
+        ("Start jitter", "up to 15 minutes"),
+        ("Blackout window", "Mon-Fri 08:00-18:00   [x] pause running jobs"),
+        ("Retention policy", "gfs-7-4-12   (7 daily, 4 weekly, 12 monthly)"),
+        ("Retention lock", "14 days"),
+    ]
     y = 62
     for label, value in fields:
         d.text((30, y + 15), label, font=font(14, bold=True), fill="#333333", anchor="lm")
@@ -454,8 +582,7 @@ def img_schedule_editor() -> Image.Image:
         d.text((240, y + 15), value, font=font(14), fill="#111111", anchor="lm")
         y += 37
     box(d, (660, 378, 760, 410), "Cancel", fill="white", outline="#9aa5b1", size=14, radius=5)
-    box(d, (770, 378, 860, 410), "Save", fill="#2e86de", outline="#1b4f72", size=14, bold=True,
-        color="white", radius=5)
+    box(d, (770, 378, 860, 410), "Save", fill="#2e86de", outline="#1b4f72", size=14, bold=True, color="white", radius=5)
     return img
 
 
@@ -469,15 +596,27 @@ def img_restore_wizard() -> Image.Image:
         active = i == 2
         d.ellipse([x, 56, x + 26, 82], fill="#2e86de" if active or i < 2 else "#c3c9d1")
         d.text((x + 36, 69), s, font=font(14, bold=active), fill="#111111", anchor="lm")
-    d.text((30, 110), "Snapshot:  snap-20240917-0100-web01   (2024-09-17 01:04, 48.2 GB)",
-           font=font(14), fill="#111111", anchor="lm")
-    d.text((30, 138), "Items:  /etc/nginx  (37 files)   /var/www/shop  (12,418 files)",
-           font=font(14), fill="#111111", anchor="lm")
-    opts = [("Restore to", "( ) original location   (o) another location:  web01:/tmp/restore"),
-            ("If file exists", "(o) never overwrite   ( ) overwrite if newer   ( ) always overwrite"),
-            ("Permissions", "[x] restore owners and ACLs"),
-            ("Verification", "[x] verify checksums after restore"),
-            ("Bandwidth limit", "0 Mbit/s  (unlimited)")]
+    d.text(
+        (30, 110),
+        "Snapshot:  snap-20240917-0100-web01   (2024-09-17 01:04, 48.2 GB)",
+        font=font(14),
+        fill="#111111",
+        anchor="lm",
+    )
+    d.text(
+        (30, 138),
+        "Items:  /etc/nginx  (37 files)   /var/www/shop  (12,418 files)",
+        font=font(14),
+        fill="#111111",
+        anchor="lm",
+    )
+    opts = [
+        ("Restore to", "( ) original location   (o) another location:  web01:/tmp/restore"),
+        ("If file exists", "(o) never overwrite   ( ) overwrite if newer   ( ) always overwrite"),
+        ("Permissions", "[x] restore owners and ACLs"),
+        ("Verification", "[x] verify checksums after restore"),
+        ("Bandwidth limit", "0 Mbit/s  (unlimited)"),
+    ]
     y = 170
     for label, value in opts:
         d.text((30, y + 15), label, font=font(14, bold=True), fill="#333333", anchor="lm")
@@ -485,24 +624,55 @@ def img_restore_wizard() -> Image.Image:
         d.text((210, y + 15), value, font=font(13), fill="#111111", anchor="lm")
         y += 40
     box(d, (660, 385, 760, 417), "Back", fill="white", outline="#9aa5b1", size=14, radius=5)
-    box(d, (770, 385, 870, 417), "Next", fill="#2e86de", outline="#1b4f72", size=14, bold=True,
-        color="white", radius=5)
+    box(d, (770, 385, 870, 417), "Next", fill="#2e86de", outline="#1b4f72", size=14, bold=True, color="white", radius=5)
     return img
 
 
 def img_key_hierarchy() -> Image.Image:
     img, d = new_canvas(880, 440)
     d.text((440, 22), "Keelvault key hierarchy", font=font(18, bold=True), fill="#111111", anchor="mm")
-    box(d, (30, 60, 280, 130), "Key provider\nTPM 2.0 | KMIP | AWS KMS |\nVault transit | passphrase",
-        fill="#f5eef8", outline="#7d3c98", size=13)
-    box(d, (600, 60, 850, 130), "Recovery key\n24 words (256 bits)\nprinted once at setup",
-        fill="#fdedec", outline="#c0392b", size=13)
-    box(d, (30, 180, 280, 250), "KEK  key-encryption key\nrotated every 90 days",
-        fill="#fef9e7", outline="#b7950b", size=14, bold=True)
-    box(d, (315, 180, 565, 250), "DEK  data-encryption key\none per repository, 256-bit",
-        fill="#e8f0fe", outline="#3c5a99", size=14, bold=True)
-    box(d, (315, 320, 565, 400), "Chunks (~64 KiB)\nAES-256-GCM\nunique 96-bit nonce per chunk",
-        fill="#e9f7ef", outline="#1e8449", size=14)
+    box(
+        d,
+        (30, 60, 280, 130),
+        "Key provider\nTPM 2.0 | KMIP | AWS KMS |\nVault transit | passphrase",
+        fill="#f5eef8",
+        outline="#7d3c98",
+        size=13,
+    )
+    box(
+        d,
+        (600, 60, 850, 130),
+        "Recovery key\n24 words (256 bits)\nprinted once at setup",
+        fill="#fdedec",
+        outline="#c0392b",
+        size=13,
+    )
+    box(
+        d,
+        (30, 180, 280, 250),
+        "KEK  key-encryption key\nrotated every 90 days",
+        fill="#fef9e7",
+        outline="#b7950b",
+        size=14,
+        bold=True,
+    )
+    box(
+        d,
+        (315, 180, 565, 250),
+        "DEK  data-encryption key\none per repository, 256-bit",
+        fill="#e8f0fe",
+        outline="#3c5a99",
+        size=14,
+        bold=True,
+    )
+    box(
+        d,
+        (315, 320, 565, 400),
+        "Chunks (~64 KiB)\nAES-256-GCM\nunique 96-bit nonce per chunk",
+        fill="#e9f7ef",
+        outline="#1e8449",
+        size=14,
+    )
     arrow(d, (155, 130), (155, 180), label="holds / unwraps", label_offset=(62, 0))
     arrow(d, (280, 215), (315, 215))
     d.text((297, 268), "wraps", font=font(12), fill="#333333", anchor="mm")
@@ -534,9 +704,10 @@ EMBEDDED_IMAGES = {  # key used in the [[img:key|...]] markup -> drawing functio
 # Mini markup -> blocks
 # ---------------------------------------------------------------------------------------
 
+
 @dataclass
 class Block:
-    kind: str            # title | h | p | ol | ul | table | code | img
+    kind: str  # title | h | p | ol | ul | table | code | img
     text: str = ""
     level: int = 0
     items: list | None = None
@@ -571,7 +742,7 @@ def parse_markup(src: str) -> list[Block]:
             j = i + 1
             while j < len(lines) and not lines[j].strip().startswith("```"):
                 j += 1
-            blocks.append(Block("code", "\n".join(lines[i + 1:j])))
+            blocks.append(Block("code", "\n".join(lines[i + 1 : j])))
             i = j + 1
             continue
         m = re.match(r"^(#{1,4})\s+(.*)$", s)
@@ -584,8 +755,7 @@ def parse_markup(src: str) -> list[Block]:
         m = _IMG_RE.match(s)
         if m:
             flush()
-            blocks.append(Block("img", m.group("cap"), key=m.group("key"),
-                                width_cm=float(m.group("w") or 15)))
+            blocks.append(Block("img", m.group("cap"), key=m.group("key"), width_cm=float(m.group("w") or 15)))
             i += 1
             continue
         if s.startswith("|"):
@@ -624,6 +794,7 @@ def parse_markup(src: str) -> list[Block]:
 # ---------------------------------------------------------------------------------------
 # DOCX writer
 # ---------------------------------------------------------------------------------------
+
 
 def _restart_numbering(doc) -> int:
     """A new w:num for the 'List Number' list so that this list starts again at 1."""
@@ -747,21 +918,34 @@ def _cjk_font(kind: str) -> str:
                 if "CJK-TTF" not in pdfmetrics.getRegisteredFontNames():
                     pdfmetrics.registerFont(TTFont("CJK-TTF", file, subfontIndex=index))
                 return "CJK-TTF"
-        print("note: no CJK TrueType font found (apt-get install fonts-wqy-microhei); "
-              "falling back to the non-embedded STSong-Light", file=sys.stderr)
+        print(
+            "note: no CJK TrueType font found (apt-get install fonts-wqy-microhei); "
+            "falling back to the non-embedded STSong-Light",
+            file=sys.stderr,
+        )
     pdfmetrics.registerFont(UnicodeCIDFont("STSong-Light"))
     return "STSong-Light"
 
 
-def build_pdf(path: Path, src: str, *, title: str, author: str, subject: str, lang: str,
-              footer: str, cjk_font: str = "cid") -> None:
+def build_pdf(
+    path: Path, src: str, *, title: str, author: str, subject: str, lang: str, footer: str, cjk_font: str = "cid"
+) -> None:
     from reportlab.lib import colors
     from reportlab.lib.enums import TA_CENTER
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.styles import ParagraphStyle
     from reportlab.lib.units import cm
-    from reportlab.platypus import (Image as RLImage, Paragraph, Preformatted, SimpleDocTemplate,
-                                    Spacer, Table, TableStyle)
+    from reportlab.platypus import (
+        Image as RLImage,
+    )
+    from reportlab.platypus import (
+        Paragraph,
+        Preformatted,
+        SimpleDocTemplate,
+        Spacer,
+        Table,
+        TableStyle,
+    )
 
     cjk = lang.startswith("zh")
     if cjk:
@@ -769,27 +953,60 @@ def build_pdf(path: Path, src: str, *, title: str, author: str, subject: str, la
     else:
         base, bold, mono = "Helvetica", "Helvetica-Bold", "Courier"
     wrap = "CJK" if cjk else None
-    body = ParagraphStyle("body", fontName=base, fontSize=10.5, leading=16 if cjk else 14,
-                          spaceAfter=6, wordWrap=wrap)
+    body = ParagraphStyle("body", fontName=base, fontSize=10.5, leading=16 if cjk else 14, spaceAfter=6, wordWrap=wrap)
     styles = {
-        "title": ParagraphStyle("title", parent=body, fontName=bold, fontSize=20, leading=26,
-                                spaceAfter=14, textColor=colors.HexColor("#1f2d3d")),
-        1: ParagraphStyle("h1", parent=body, fontName=bold, fontSize=15, leading=20, keepWithNext=1,
-                          spaceBefore=12, spaceAfter=6, textColor=colors.HexColor("#2f4b7c")),
-        2: ParagraphStyle("h2", parent=body, fontName=bold, fontSize=12.5, leading=17, keepWithNext=1,
-                          spaceBefore=8, spaceAfter=4, textColor=colors.HexColor("#2f4b7c")),
-        3: ParagraphStyle("h3", parent=body, fontName=bold, fontSize=11, leading=15, keepWithNext=1,
-                          spaceBefore=6, spaceAfter=3),
+        "title": ParagraphStyle(
+            "title",
+            parent=body,
+            fontName=bold,
+            fontSize=20,
+            leading=26,
+            spaceAfter=14,
+            textColor=colors.HexColor("#1f2d3d"),
+        ),
+        1: ParagraphStyle(
+            "h1",
+            parent=body,
+            fontName=bold,
+            fontSize=15,
+            leading=20,
+            keepWithNext=1,
+            spaceBefore=12,
+            spaceAfter=6,
+            textColor=colors.HexColor("#2f4b7c"),
+        ),
+        2: ParagraphStyle(
+            "h2",
+            parent=body,
+            fontName=bold,
+            fontSize=12.5,
+            leading=17,
+            keepWithNext=1,
+            spaceBefore=8,
+            spaceAfter=4,
+            textColor=colors.HexColor("#2f4b7c"),
+        ),
+        3: ParagraphStyle(
+            "h3", parent=body, fontName=bold, fontSize=11, leading=15, keepWithNext=1, spaceBefore=6, spaceAfter=3
+        ),
     }
     item_style = ParagraphStyle("item", parent=body, leftIndent=20, bulletIndent=6, spaceAfter=3)
-    cell_style = ParagraphStyle("cell", parent=body, fontSize=9, leading=12 if not cjk else 13,
-                                spaceAfter=0)
+    cell_style = ParagraphStyle("cell", parent=body, fontSize=9, leading=12 if not cjk else 13, spaceAfter=0)
     head_style = ParagraphStyle("head", parent=cell_style, fontName=bold, textColor=colors.white)
-    code_style = ParagraphStyle("code", fontName=mono, fontSize=8.5, leading=11.5,
-                                backColor=colors.HexColor("#f3f4f6"), borderPadding=5,
-                                leftIndent=6, spaceBefore=4, spaceAfter=10)
-    caption = ParagraphStyle("caption", parent=body, fontSize=9, alignment=TA_CENTER,
-                             textColor=colors.HexColor("#555555"))
+    code_style = ParagraphStyle(
+        "code",
+        fontName=mono,
+        fontSize=8.5,
+        leading=11.5,
+        backColor=colors.HexColor("#f3f4f6"),
+        borderPadding=5,
+        leftIndent=6,
+        spaceBefore=4,
+        spaceAfter=10,
+    )
+    caption = ParagraphStyle(
+        "caption", parent=body, fontSize=9, alignment=TA_CENTER, textColor=colors.HexColor("#555555")
+    )
 
     frame_width = A4[0] - 4 * cm
     story = []
@@ -802,8 +1019,9 @@ def build_pdf(path: Path, src: str, *, title: str, author: str, subject: str, la
             story.append(Paragraph(escape(b.text), body))
         elif b.kind in ("ol", "ul"):
             for k, item in enumerate(b.items, 1):
-                story.append(Paragraph(escape(item), item_style,
-                                       bulletText=f"{k}." if b.kind == "ol" else "-"))  # "\u2022" extracts as (cid:127)
+                story.append(
+                    Paragraph(escape(item), item_style, bulletText=f"{k}." if b.kind == "ol" else "-")
+                )  # "\u2022" extracts as (cid:127)
             story.append(Spacer(1, 4))
         elif b.kind == "table":
             rows = b.items
@@ -811,27 +1029,34 @@ def build_pdf(path: Path, src: str, *, title: str, author: str, subject: str, la
             lens = [max(len(r[c]) for r in rows) for c in range(ncols)]
             total = sum(min(max(n, 4), 40) for n in lens)
             widths = [frame_width * min(max(n, 4), 40) / total for n in lens]
-            data = [[Paragraph(escape(c), head_style if r == 0 else cell_style) for c in row]
-                    for r, row in enumerate(rows)]
+            data = [
+                [Paragraph(escape(c), head_style if r == 0 else cell_style) for c in row] for r, row in enumerate(rows)
+            ]
             t = Table(data, colWidths=widths, repeatRows=1, hAlign="LEFT")
-            t.setStyle(TableStyle([
-                ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#2f4b7c")),
-                ("ROWBACKGROUNDS", (0, 1), (-1, -1), [colors.white, colors.HexColor("#f2f4f8")]),
-                ("GRID", (0, 0), (-1, -1), 0.5, colors.HexColor("#9aa5b1")),
-                ("VALIGN", (0, 0), (-1, -1), "TOP"),
-                ("TOPPADDING", (0, 0), (-1, -1), 3),
-                ("BOTTOMPADDING", (0, 0), (-1, -1), 4),
-            ]))
+            t.setStyle(
+                TableStyle(
+                    [
+                        ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#2f4b7c")),
+                        ("ROWBACKGROUNDS", (0, 1), (-1, -1), [colors.white, colors.HexColor("#f2f4f8")]),
+                        ("GRID", (0, 0), (-1, -1), 0.5, colors.HexColor("#9aa5b1")),
+                        ("VALIGN", (0, 0), (-1, -1), "TOP"),
+                        ("TOPPADDING", (0, 0), (-1, -1), 3),
+                        ("BOTTOMPADDING", (0, 0), (-1, -1), 4),
+                    ]
+                )
+            )
             story += [t, Spacer(1, 8)]
         elif b.kind == "code":
-            story.append(Preformatted(b.text, code_style, maxLineLength=95 if not cjk else 80,
-                                      newLineChars=""))
+            story.append(Preformatted(b.text, code_style, maxLineLength=95 if not cjk else 80, newLineChars=""))
         elif b.kind == "img":
             data = png_bytes(EMBEDDED_IMAGES[b.key]())
             w_px, h_px = Image.open(io.BytesIO(data)).size
             w = min(b.width_cm * cm, frame_width)
-            story += [Spacer(1, 4), RLImage(io.BytesIO(data), width=w, height=w * h_px / w_px),
-                      Paragraph(escape(b.text), caption)]
+            story += [
+                Spacer(1, 4),
+                RLImage(io.BytesIO(data), width=w, height=w * h_px / w_px),
+                Paragraph(escape(b.text), caption),
+            ]
 
     def on_page(canvas, doc_):
         canvas.saveState()
@@ -842,10 +1067,20 @@ def build_pdf(path: Path, src: str, *, title: str, author: str, subject: str, la
         canvas.restoreState()
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = SimpleDocTemplate(str(path), pagesize=A4, leftMargin=2 * cm, rightMargin=2 * cm,
-                            topMargin=2 * cm, bottomMargin=2 * cm, title=title, author=author,
-                            subject=subject, creator="scripts/make_sample_docs.py",
-                            lang=lang, invariant=1)
+    doc = SimpleDocTemplate(
+        str(path),
+        pagesize=A4,
+        leftMargin=2 * cm,
+        rightMargin=2 * cm,
+        topMargin=2 * cm,
+        bottomMargin=2 * cm,
+        title=title,
+        author=author,
+        subject=subject,
+        creator="scripts/make_sample_docs.py",
+        lang=lang,
+        invariant=1,
+    )
     doc.build(story, onFirstPage=on_page, onLaterPages=on_page)
 
 
@@ -1497,43 +1732,101 @@ Every login, configuration change, restore and deletion is written to the audit 
 
 # output file -> (builder, source text, metadata)
 DOCX_DOCS = {
-    (ZH, "02-memory-leak.docx"): (ZH_MEMORY_LEAK, dict(
-        title="内存泄漏排查手册", author="基础架构组", subject="星澜交易平台运维手册", lang="zh-CN")),
-    (ZH, "09-kafka-consumer-lag.docx"): (ZH_KAFKA_LAG, dict(
-        title="Kafka 消息积压处理", author="消息中间件组", subject="星澜交易平台运维手册", lang="zh-CN")),
-    (EN, "03-backup-schedules.docx"): (EN_BACKUP_SCHEDULES, dict(
-        title="Backup Schedules and Retention Policies", author="Lanternfish Systems",
-        subject="Keelvault 3.4 administrator guide", lang="en-US")),
-    (EN, "10-storage-targets.docx"): (EN_STORAGE_TARGETS, dict(
-        title="Storage Targets and Repositories", author="Lanternfish Systems",
-        subject="Keelvault 3.4 administrator guide", lang="en-US")),
+    (ZH, "02-memory-leak.docx"): (
+        ZH_MEMORY_LEAK,
+        dict(title="内存泄漏排查手册", author="基础架构组", subject="星澜交易平台运维手册", lang="zh-CN"),
+    ),
+    (ZH, "09-kafka-consumer-lag.docx"): (
+        ZH_KAFKA_LAG,
+        dict(title="Kafka 消息积压处理", author="消息中间件组", subject="星澜交易平台运维手册", lang="zh-CN"),
+    ),
+    (EN, "03-backup-schedules.docx"): (
+        EN_BACKUP_SCHEDULES,
+        dict(
+            title="Backup Schedules and Retention Policies",
+            author="Lanternfish Systems",
+            subject="Keelvault 3.4 administrator guide",
+            lang="en-US",
+        ),
+    ),
+    (EN, "10-storage-targets.docx"): (
+        EN_STORAGE_TARGETS,
+        dict(
+            title="Storage Targets and Repositories",
+            author="Lanternfish Systems",
+            subject="Keelvault 3.4 administrator guide",
+            lang="en-US",
+        ),
+    ),
 }
 PDF_DOCS = {
-    (ZH, "03-db-connection-pool.pdf"): (ZH_DB_POOL, dict(
-        title="数据库连接池耗尽", author="DBA 组", subject="星澜交易平台运维手册", lang="zh-CN",
-        footer="星澜交易平台运维手册　OPS-RB-003 数据库连接池耗尽")),
-    (ZH, "10-incident-postmortem-20240318.pdf"): (ZH_POSTMORTEM, dict(
-        title="故障复盘报告：2024-03-18 order-gateway 下单超时", author="交易系统研发部",
-        subject="星澜交易平台故障复盘", lang="zh-CN",
-        footer="星澜交易平台　故障复盘 PM-2024-007", cjk_font="ttf")),
-    (EN, "04-restore-procedure.pdf"): (EN_RESTORE, dict(
-        title="Restore Procedure", author="Lanternfish Systems",
-        subject="Keelvault 3.4 administrator guide", lang="en-US",
-        footer="Keelvault 3.4 Administrator Guide - Chapter 6: Restore Procedure")),
-    (EN, "08-security-encryption.pdf"): (EN_SECURITY, dict(
-        title="Security and Encryption", author="Lanternfish Systems",
-        subject="Keelvault 3.4 administrator guide", lang="en-US",
-        footer="Keelvault 3.4 Administrator Guide - Chapter 8: Security and Encryption")),
+    (ZH, "03-db-connection-pool.pdf"): (
+        ZH_DB_POOL,
+        dict(
+            title="数据库连接池耗尽",
+            author="DBA 组",
+            subject="星澜交易平台运维手册",
+            lang="zh-CN",
+            footer="星澜交易平台运维手册　OPS-RB-003 数据库连接池耗尽",
+        ),
+    ),
+    (ZH, "10-incident-postmortem-20240318.pdf"): (
+        ZH_POSTMORTEM,
+        dict(
+            title="故障复盘报告：2024-03-18 order-gateway 下单超时",
+            author="交易系统研发部",
+            subject="星澜交易平台故障复盘",
+            lang="zh-CN",
+            footer="星澜交易平台　故障复盘 PM-2024-007",
+            cjk_font="ttf",
+        ),
+    ),
+    (EN, "04-restore-procedure.pdf"): (
+        EN_RESTORE,
+        dict(
+            title="Restore Procedure",
+            author="Lanternfish Systems",
+            subject="Keelvault 3.4 administrator guide",
+            lang="en-US",
+            footer="Keelvault 3.4 Administrator Guide - Chapter 6: Restore Procedure",
+        ),
+    ),
+    (EN, "08-security-encryption.pdf"): (
+        EN_SECURITY,
+        dict(
+            title="Security and Encryption",
+            author="Lanternfish Systems",
+            subject="Keelvault 3.4 administrator guide",
+            lang="en-US",
+            footer="Keelvault 3.4 Administrator Guide - Chapter 8: Security and Encryption",
+        ),
+    ),
 }
 
 # Phrases that must come back out of each PDF's extracted text.
 PDF_CHECKS = {
-    "03-db-connection-pool.pdf": ["数据库连接池耗尽", "一、问题现象", "HikariPool-1", "maximumPoolSize",
-                                  "# 2. 找出运行超过 10 秒的事务", "max_connections=2000"],
-    "10-incident-postmortem-20240318.pdf": ["故障复盘报告", "41,200 笔委托超时", "idx_account_date",
-                                            "附录 A 相关数据", "gh-ost"],
-    "04-restore-procedure.pdf": ["Restore Procedure", "kv-rescue-3.4.iso", "--overwrite never|if-newer|always",
-                                 "# Restore the nginx configuration", "port 2049"],
+    "03-db-connection-pool.pdf": [
+        "数据库连接池耗尽",
+        "一、问题现象",
+        "HikariPool-1",
+        "maximumPoolSize",
+        "# 2. 找出运行超过 10 秒的事务",
+        "max_connections=2000",
+    ],
+    "10-incident-postmortem-20240318.pdf": [
+        "故障复盘报告",
+        "41,200 笔委托超时",
+        "idx_account_date",
+        "附录 A 相关数据",
+        "gh-ost",
+    ],
+    "04-restore-procedure.pdf": [
+        "Restore Procedure",
+        "kv-rescue-3.4.iso",
+        "--overwrite never|if-newer|always",
+        "# Restore the nginx configuration",
+        "port 2049",
+    ],
     "08-security-encryption.pdf": ["AES-256-GCM", "Argon2id", "KV-E4004", "TCP port 6514"],
 }
 
@@ -1541,6 +1834,7 @@ PDF_CHECKS = {
 # ---------------------------------------------------------------------------------------
 # Generate and verify
 # ---------------------------------------------------------------------------------------
+
 
 def generate() -> None:
     for (kb, name), fn in DISK_IMAGES.items():
@@ -1597,8 +1891,12 @@ def verify() -> bool:
                 chars = len(text) + sum(len(c.text) for t in doc.tables for r in t.rows for c in r.cells)
                 used = {p.style.name for p in doc.paragraphs}
                 images = str(len(doc.inline_shapes)) if len(doc.inline_shapes) else ""
-                note = ", ".join(s for s in ["Heading 1", "Heading 2", "Heading 3", "List Number",
-                                             "List Bullet"] if s in used) + f"; tables={len(doc.tables)}"
+                note = (
+                    ", ".join(
+                        s for s in ["Heading 1", "Heading 2", "Heading 3", "List Number", "List Bullet"] if s in used
+                    )
+                    + f"; tables={len(doc.tables)}"
+                )
                 for s in ["Heading 1", "Heading 2", "List Number", "List Bullet"]:
                     if s not in used:
                         fail(f"{rel}: style {s} not used")

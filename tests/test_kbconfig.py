@@ -54,25 +54,33 @@ def test_an_unknown_top_level_key_names_the_key_and_the_file(tmp_path):
 
 def test_an_unknown_nested_key_names_its_full_path(tmp_path):
     d = _kb(tmp_path, "chunking:\n  plann: 'PARENT:1;CHILD:2'\n")
-    with pytest.raises(ConfigError, match=r"unknown key 'chunking\.plann'; allowed here: plan, parent, child, overrides"):
+    with pytest.raises(
+        ConfigError, match=r"unknown key 'chunking\.plann'; allowed here: plan, parent, child, overrides"
+    ):
         resolve_kb(d)
 
 
 def test_an_unknown_strategy_setting_is_refused_with_the_allowed_keys(tmp_path):
     d = _kb(tmp_path, "chunking:\n  child: {RECURSIVE: {max_char: 500}}\n")
-    with pytest.raises(ConfigError, match=r"chunking\.child\.RECURSIVE: unknown key 'max_char'; allowed keys are: max_chars"):
+    with pytest.raises(
+        ConfigError, match=r"chunking\.child\.RECURSIVE: unknown key 'max_char'; allowed keys are: max_chars"
+    ):
         resolve_kb(d)
 
 
 def test_an_out_of_range_value_names_key_value_and_range(tmp_path):
     d = _kb(tmp_path, "chunking:\n  child: {RECURSIVE: {max_chars: 50}}\n")
-    with pytest.raises(ConfigError, match=r"chunking\.child\.RECURSIVE\.max_chars = 50 is out of range: allowed 100\.\.8000"):
+    with pytest.raises(
+        ConfigError, match=r"chunking\.child\.RECURSIVE\.max_chars = 50 is out of range: allowed 100\.\.8000"
+    ):
         resolve_kb(d)
 
 
 def test_overlap_over_half_the_size_is_refused(tmp_path):
     d = _kb(tmp_path, "chunking:\n  child: {RECURSIVE: {max_chars: 400, overlap_chars: 300}}\n")
-    with pytest.raises(ConfigError, match=r"overlap_chars = 300 is more than half of max_chars = 400; allowed 0\.\.200"):
+    with pytest.raises(
+        ConfigError, match=r"overlap_chars = 300 is more than half of max_chars = 400; allowed 0\.\.200"
+    ):
         resolve_kb(d)
 
 

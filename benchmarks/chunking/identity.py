@@ -53,14 +53,41 @@ def fingerprint(texts: list[str]) -> dict[str, dict[str, object]]:
                 pieces = s.split_all(pieces, ctx)
             for p in pieces:  # (the step name a piece carries is the pipeline's: hashed below)
                 assert p.text == t[p.start : p.end]
-                h.update(repr((p.text, p.start, p.end, p.overlap_chars, p.section_path, p.chunk_type,
-                               p.block_index, p.derived, sorted(p.metadata.items()))).encode())
+                h.update(
+                    repr(
+                        (
+                            p.text,
+                            p.start,
+                            p.end,
+                            p.overlap_chars,
+                            p.section_path,
+                            p.chunk_type,
+                            p.block_index,
+                            p.derived,
+                            sorted(p.metadata.items()),
+                        )
+                    ).encode()
+                )
             n += len(pieces)
             ctx2 = ChunkContext(text=t, token_counter=counter)
             plan_steps = [Step(sn, Role.PRIMARY, st.config) for (sn, _), st in zip(steps, strategies)]
             for p in run_steps(plan_steps, [Piece(t, 0, len(t))], ctx2):
-                hp.update(repr((p.text, p.start, p.end, p.overlap_chars, p.section_path, p.chunk_type,
-                                p.block_index, p.derived, p.strategy, sorted(p.metadata.items()))).encode())
+                hp.update(
+                    repr(
+                        (
+                            p.text,
+                            p.start,
+                            p.end,
+                            p.overlap_chars,
+                            p.section_path,
+                            p.chunk_type,
+                            p.block_index,
+                            p.derived,
+                            p.strategy,
+                            sorted(p.metadata.items()),
+                        )
+                    ).encode()
+                )
         out[name] = {"pieces": n, "sha256": h.hexdigest(), "pipeline_sha256": hp.hexdigest()}
     return out
 

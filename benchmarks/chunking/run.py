@@ -84,7 +84,9 @@ def chonkie(size: int, tokenizer: object) -> Callable[[list[str]], int]:
     return lambda texts: sum(len(ch.chunk(t)) for t in texts)
 
 
-def measure(cases: dict[str, Callable[[list[str]], int]], texts: list[str], repeat: int) -> dict[str, tuple[float, int]]:
+def measure(
+    cases: dict[str, Callable[[list[str]], int]], texts: list[str], repeat: int
+) -> dict[str, tuple[float, int]]:
     best: dict[str, tuple[float, int]] = {}
     for _ in range(repeat):
         for name, fn in cases.items():
@@ -143,20 +145,26 @@ def main(argv: list[str] | None = None) -> int:
         texts,
         args.repeat * 10,  # cheap: more runs make the best-of robust on a shared machine
     )
-    tokens = {} if args.chars_only else measure(
-        {
-            "LangChain RecursiveCharacterTextSplitter": langchain(256, 38, hf_len),
-            "chonkie RecursiveChunker (no overlap)": chonkie(256, tok),
-            "corpus_pipeline RECURSIVE": ours(
-                [("RECURSIVE", {"size_unit": "tokens", "max_tokens": 256, "overlap_tokens": 38})], counter
-            ),
-        },
-        texts,
-        args.repeat,
+    tokens = (
+        {}
+        if args.chars_only
+        else measure(
+            {
+                "LangChain RecursiveCharacterTextSplitter": langchain(256, 38, hf_len),
+                "chonkie RecursiveChunker (no overlap)": chonkie(256, tok),
+                "corpus_pipeline RECURSIVE": ours(
+                    [("RECURSIVE", {"size_unit": "tokens", "max_tokens": 256, "overlap_tokens": 38})], counter
+                ),
+            },
+            texts,
+            args.repeat,
+        )
     )
     lines = [
-        (f"Corpus: `{args.corpus.name}` ({len(texts)} files, {mb:.1f} MB); wall-clock seconds, best of "
-        f"{args.repeat * 10} (characters) and {args.repeat} (tokens) interleaved runs."),
+        (
+            f"Corpus: `{args.corpus.name}` ({len(texts)} files, {mb:.1f} MB); wall-clock seconds, best of "
+            f"{args.repeat * 10} (characters) and {args.repeat} (tokens) interleaved runs."
+        ),
         "",
     ]
     for title, res in (("800 characters / 120 overlap", chars), ("256 tokens (all-MiniLM-L6-v2) / 38 overlap", tokens)):
@@ -173,8 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     lines += [
         "",
         "Load average (1/5/15 min) on the machine: "
-        + " / ".join(f"{x:.2f}" for x in load_start) + " at the start, "
-        + " / ".join(f"{x:.2f}" for x in load_end) + f" at the end ({os.cpu_count()} cores; the machine is "
+        + " / ".join(f"{x:.2f}" for x in load_start)
+        + " at the start, "
+        + " / ".join(f"{x:.2f}" for x in load_end)
+        + f" at the end ({os.cpu_count()} cores; the machine is "
         "shared, so a load above 1 means other processes competed for the cores during the run).",
     ]
     report = "\n".join(lines)

@@ -135,7 +135,9 @@ class _Stream:
         return s
 
 
-def generate_kb(kb_dir: Path, corpus: Path, n_docs: int, seed: int, zh_share: float = 0.4, txt_share: float = 0.3) -> dict:
+def generate_kb(
+    kb_dir: Path, corpus: Path, n_docs: int, seed: int, zh_share: float = 0.4, txt_share: float = 0.3
+) -> dict:
     """Write ``n_docs`` documents under ``kb_dir``; returns a description of what was made."""
     rng = random.Random(seed)
     pools = load_sections(corpus)

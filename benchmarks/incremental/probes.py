@@ -25,20 +25,33 @@ _depth = 0
 # (label, [(module, attribute path)], indent, what it is). Several places when a function is
 # imported by name into other modules: every binding must be wrapped.
 PROBES: list[tuple[str, list[tuple[str, str]], int, str]] = [
-    ("dagster execute_in_process", [("dagster", "JobDefinition.execute_in_process")], 0,
-     "one Dagster run, all of it"),
-    ("discovery (walk + hash files)", [("corpus_pipeline.indexing", "discover_documents")], 1,
-     "runner's freshness probe and the documents asset"),
+    ("dagster execute_in_process", [("dagster", "JobDefinition.execute_in_process")], 0, "one Dagster run, all of it"),
+    (
+        "discovery (walk + hash files)",
+        [("corpus_pipeline.indexing", "discover_documents")],
+        1,
+        "runner's freshness probe and the documents asset",
+    ),
     ("freshness.check", [("corpus_pipeline.freshness", "check")], 1, "fingerprint + LanceDB table list"),
-    ("parquet read_partition", [
-        ("corpus_pipeline.store.parquet", "read_partition"),
-        ("resources.io_manager", "read_partition"),
-        ("assets.runner", "read_partition"),
-    ], 1, "IO manager inputs and previous outputs"),
-    ("parquet write_partition", [
-        ("corpus_pipeline.store.parquet", "write_partition"),
-        ("resources.io_manager", "write_partition"),
-    ], 1, "IO manager outputs (zstd, fsync, rename)"),
+    (
+        "parquet read_partition",
+        [
+            ("corpus_pipeline.store.parquet", "read_partition"),
+            ("resources.io_manager", "read_partition"),
+            ("assets.runner", "read_partition"),
+        ],
+        1,
+        "IO manager inputs and previous outputs",
+    ),
+    (
+        "parquet write_partition",
+        [
+            ("corpus_pipeline.store.parquet", "write_partition"),
+            ("resources.io_manager", "write_partition"),
+        ],
+        1,
+        "IO manager outputs (zstd, fsync, rename)",
+    ),
     ("parse_documents", [("corpus_pipeline.indexing", "parse_documents")], 1, "parse or carry over"),
     ("describe_kb_images", [("corpus_pipeline.indexing", "describe_kb_images")], 1, "image work"),
     ("build_parent_blocks", [("corpus_pipeline.indexing", "build_parent_blocks")], 1, "chunk or carry over"),

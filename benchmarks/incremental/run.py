@@ -156,9 +156,11 @@ def index_in_process(name: str, layout) -> Result:
 
 def index_cli(name: str, env: dict[str, str]) -> Result:
     corpus = Path(sys.executable).with_name("corpus")
-    cmd = [str(corpus), "index", "--kb", KB, "--json"] if corpus.exists() else [
-        sys.executable, "-m", "corpus_pipeline.cli", "index", "--kb", KB, "--json"
-    ]
+    cmd = (
+        [str(corpus), "index", "--kb", KB, "--json"]
+        if corpus.exists()
+        else [sys.executable, "-m", "corpus_pipeline.cli", "index", "--kb", KB, "--json"]
+    )
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, check=False)
@@ -217,8 +219,6 @@ def materializations(instance, asset: str) -> int:
     return len(instance.fetch_materializations(AssetKey(asset), limit=10_000).records)
 
 
-
-
 def median_of(results: list[Result]) -> Result:
     """The repetition with the median wall time, carrying every repetition's time."""
     ordered = sorted(results, key=lambda r: r.wall)
@@ -230,8 +230,20 @@ def median_of(results: list[Result]) -> Result:
 
 # --------------------------------------------------------------------------- report
 
-HEADER = ["scenario", "wall s", "runs (s)", "of full", "target", "CPU s", "load", "docs parsed/reused",
-          "docs re-chunked", "chunks embedded/reused", "child chunks", "partitions run"]
+HEADER = [
+    "scenario",
+    "wall s",
+    "runs (s)",
+    "of full",
+    "target",
+    "CPU s",
+    "load",
+    "docs parsed/reused",
+    "docs re-chunked",
+    "chunks embedded/reused",
+    "child chunks",
+    "partitions run",
+]
 
 
 def _fmt_row(r: Result, full: float) -> list[str]:
@@ -268,7 +280,9 @@ def text_table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
-def _calls_rows(calls: list[tuple[str, float, float, int]], base_depth: int, indent: int, wall: float) -> tuple[list[list[str]], float]:
+def _calls_rows(
+    calls: list[tuple[str, float, float, int]], base_depth: int, indent: int, wall: float
+) -> tuple[list[list[str]], float]:
     """Probe calls aggregated by (label, depth), in order of first start; returns the rows
     and the seconds of the outermost ones (for the remainder)."""
     agg: dict[tuple[str, int], list[float]] = {}
@@ -298,7 +312,14 @@ def breakdown(r: Result) -> list[list[str]]:
     rows.append(["outside Dagster runs", f"{out_s:.3f}", "", pct(out_s)])
     sub, outer = _calls_rows(outside, 0, 2, w)
     rows += sub
-    rows.append(["    rest: resolve_kb, register_version, instance, definitions, partitions", f"{out_s - outer:.3f}", "", pct(out_s - outer)])
+    rows.append(
+        [
+            "    rest: resolve_kb, register_version, instance, definitions, partitions",
+            f"{out_s - outer:.3f}",
+            "",
+            pct(out_s - outer),
+        ]
+    )
     parts = list(dict.fromkeys(p for p, *_ in r.spans))
     for run, part in zip(runs, parts or [""] * len(runs)):
         job = "parse_kb" if "|" not in part else "index_version"
@@ -310,12 +331,25 @@ def breakdown(r: Result) -> list[list[str]]:
             dur = t1 - t0
             steps_total += dur
             rows.append([f"    step {step}", f"{dur:.3f}", "", pct(dur)])
-            inside = [c for c in r.calls if c[0] != "dagster execute_in_process" and t0 - 1e-3 <= c[1] and c[1] + c[2] <= t1 + 1e-3]
+            inside = [
+                c
+                for c in r.calls
+                if c[0] != "dagster execute_in_process" and t0 - 1e-3 <= c[1] and c[1] + c[2] <= t1 + 1e-3
+            ]
             sub, outer = _calls_rows(inside, 1, 3, w)
             rows += sub
-            rows.append(["      rest of step: Dagster inputs/outputs, metadata, check events", f"{dur - outer:.3f}", "", pct(dur - outer)])
+            rows.append(
+                [
+                    "      rest of step: Dagster inputs/outputs, metadata, check events",
+                    f"{dur - outer:.3f}",
+                    "",
+                    pct(dur - outer),
+                ]
+            )
         ov = run[2] - steps_total
-        rows.append(["    run overhead (run − its steps): run creation, event log, orchestration", f"{ov:.3f}", "", pct(ov)])
+        rows.append(
+            ["    run overhead (run − its steps): run creation, event log, orchestration", f"{ov:.3f}", "", pct(ov)]
+        )
     return rows
 
 
@@ -324,7 +358,8 @@ def derived(results: list[Result], tokens_full: int) -> dict[str, float]:
     enc_s, _ = full.probes.get("model encode", (0.0, 0))
     load_s, _ = full.probes.get("load_embedder", (0.0, 0))
     out = {
-        "encode_s": enc_s, "model_load_s": load_s,
+        "encode_s": enc_s,
+        "model_load_s": load_s,
         "chunks_per_s": full.summary["embedded"] / enc_s if enc_s else 0.0,
         "tokens_per_s": tokens_full / enc_s if enc_s else 0.0,
         "tokens": tokens_full,
@@ -345,34 +380,45 @@ def write_results(path: Path, ctx: dict[str, Any], results: list[Result], full: 
         "changes are in [README.md](README.md).",
         "",
         f"- Run: {ctx['date']}, `{ctx['command']}`, {ctx['total'] / 60:.1f} min in all.",
-        (f"- Machine: {m['cpu']}, {m['cores']} cores, {m['ram']} RAM; Python {m['python']}; "
-        f"Dagster {m['dagster']}, LanceDB {m['lancedb']}; {m['os']}."),
-        (f"- Load: 1-minute load average {ctx['load_start']:.1f} at the start, {ctx['load_end']:.1f} at the end "
-        "(the `load` column: at the end of each scenario; above the core count means other work "
-        "was competing for the CPU and every wall time is inflated; `CPU s`, the CPU time of the "
-        "process doing the work, all threads, is less sensitive to that)."),
+        (
+            f"- Machine: {m['cpu']}, {m['cores']} cores, {m['ram']} RAM; Python {m['python']}; "
+            f"Dagster {m['dagster']}, LanceDB {m['lancedb']}; {m['os']}."
+        ),
+        (
+            f"- Load: 1-minute load average {ctx['load_start']:.1f} at the start, {ctx['load_end']:.1f} at the end "
+            "(the `load` column: at the end of each scenario; above the core count means other work "
+            "was competing for the CPU and every wall time is inflated; `CPU s`, the CPU time of the "
+            "process doing the work, all threads, is less sensitive to that)."
+        ),
         f"- KB: {kb['documents']} generated documents (seed {ctx['seed']}: "
         + ", ".join(f"{k} {v}" for k, v in kb["by_language_format"].items())
         + f"), {kb['bytes_total'] / 1e6:.2f} MB, {kb['bytes_min']}–{kb['bytes_max']} bytes each "
         f"(mean {kb['bytes_mean']}), text drawn from `{ctx['corpus']}`; {kb['images']} Markdown documents "
         "show a PNG figure, read by OCR (no vision model is configured in the run).",
-        ("- Plan `PARENT:STRUCTURE,RECURSIVE;CHILD:RECURSIVE`: sections by heading, cut at 2200/180 "
-        "characters; children RECURSIVE 240/32 tokens. The strategy change sets the children's "
-        "`max_tokens` to 180. Default embedding model (all-MiniLM-L6-v2) on CPU."),
-        (f"- In-process rows: `resolve_kb` + `register_version` + `prepare_dagster_home` + "
-        "`assets.runner.index_kbs` in the benchmark's process, on a real Dagster instance "
-        "(temporary DAGSTER_HOME, SQLite storage) in a temporary CORPUS_HOME; imports excluded "
-        f"({ctx['import_s']:.1f} s). `wall s` is the median of the runs listed. CLI rows: "
-        "`corpus index --kb bench --json` in a subprocess (interpreter start, imports and model "
-        "load included)."),
+        (
+            "- Plan `PARENT:STRUCTURE,RECURSIVE;CHILD:RECURSIVE`: sections by heading, cut at 2200/180 "
+            "characters; children RECURSIVE 240/32 tokens. The strategy change sets the children's "
+            "`max_tokens` to 180. Default embedding model (all-MiniLM-L6-v2) on CPU."
+        ),
+        (
+            f"- In-process rows: `resolve_kb` + `register_version` + `prepare_dagster_home` + "
+            "`assets.runner.index_kbs` in the benchmark's process, on a real Dagster instance "
+            "(temporary DAGSTER_HOME, SQLite storage) in a temporary CORPUS_HOME; imports excluded "
+            f"({ctx['import_s']:.1f} s). `wall s` is the median of the runs listed. CLI rows: "
+            "`corpus index --kb bench --json` in a subprocess (interpreter start, imports and model "
+            "load included)."
+        ),
         "",
         markdown_table([_fmt_row(r, full) for r in results], HEADER),
         "",
         f"Full index: model inference {d['encode_s']:.0f} s for {results[0].summary['embedded']} chunks "
         f"({d['tokens']} tokens): {d['chunks_per_s']:.1f} chunks/s, {d['tokens_per_s']:.0f} tokens/s; "
         f"model load {d['model_load_s']:.1f} s; everything else {d['full_without_model']:.1f} s."
-        + (f" One edited document costs {d['edited_vs_full_without_model']:.0%} of that non-model part."
-           if "edited_vs_full_without_model" in d else ""),
+        + (
+            f" One edited document costs {d['edited_vs_full_without_model']:.0%} of that non-model part."
+            if "edited_vs_full_without_model" in d
+            else ""
+        ),
         "",
         "## Checks",
         "",
@@ -383,7 +429,12 @@ def write_results(path: Path, ctx: dict[str, Any], results: list[Result], full: 
     lines += ["", "## Where the time goes (in-process; the median repetition)", ""]
     for r in results:
         if r.how == "in-process":
-            lines += [f"### {r.name}", "", markdown_table(breakdown(r), ["part", "seconds", "calls", "share of wall"]), ""]
+            lines += [
+                f"### {r.name}",
+                "",
+                markdown_table(breakdown(r), ["part", "seconds", "calls", "share of wall"]),
+                "",
+            ]
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
@@ -409,8 +460,13 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(tempfile.mkdtemp(prefix="corpus-bench-incremental-"))
     os.environ["CORPUS_HOME"] = str(home)
     os.environ["DAGSTER_HOME"] = str(home / "dagster")
-    for k, v in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1",
-                 "DAGSTER_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}.items():
+    for k, v in {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "DO_NOT_TRACK": "1",
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }.items():
         os.environ.setdefault(k, v)
     for k in ("OPENAI_BASE_URL", "CORPUS_VISION_MODEL"):  # figures are read by OCR: no network, same work everywhere
         os.environ.pop(k, None)
@@ -423,8 +479,10 @@ def main(argv: list[str] | None = None) -> int:
         (kb_dir / "kb.yaml").write_text(KB_YAML, encoding="utf-8")
         t = time.perf_counter()
         kb_info = generate_kb(kb_dir, args.corpus, args.docs, args.seed)
-        say(f"generated {kb_info['documents']} documents ({kb_info['bytes_total'] / 1e6:.2f} MB) "
-            f"in {time.perf_counter() - t:.1f}s under {home}")
+        say(
+            f"generated {kb_info['documents']} documents ({kb_info['bytes_total'] / 1e6:.2f} MB) "
+            f"in {time.perf_counter() - t:.1f}s under {home}"
+        )
 
         t = time.perf_counter()
         from dagster import DagsterInstance
@@ -450,18 +508,26 @@ def main(argv: list[str] | None = None) -> int:
         full = index_in_process("full (cold)", layout)
         s = full.summary
         full.checks = [
-            (f"every document parsed ({s['documents_parsed']} of {n}), none failed",
-             s["documents_parsed"] == n and not s["failed_documents"] and s["status"] == "ok"),
-            (f"every chunk embedded or, for a text seen twice, reused ({s['embedded']} + {s['reused']} = {s['child_chunks']})",
-             s["embedded"] + s["reused"] == s["child_chunks"] and s["embedded"] > 0),
+            (
+                f"every document parsed ({s['documents_parsed']} of {n}), none failed",
+                s["documents_parsed"] == n and not s["failed_documents"] and s["status"] == "ok",
+            ),
+            (
+                f"every chunk embedded or, for a text seen twice, reused ({s['embedded']} + {s['reused']} = {s['child_chunks']})",
+                s["embedded"] + s["reused"] == s["child_chunks"] and s["embedded"] > 0,
+            ),
             ("both partitions ran", len(s["partitions_run"]) == 2),
-            (f"every figure described ({image_meta(DagsterInstance.get())}; {kb_info['images']} in the KB)",
-             image_meta(DagsterInstance.get()).startswith(f"{kb_info['images']} images")),
+            (
+                f"every figure described ({image_meta(DagsterInstance.get())}; {kb_info['images']} in the KB)",
+                image_meta(DagsterInstance.get()).startswith(f"{kb_info['images']} images"),
+            ),
         ]
         results.append(full)
         base = full.wall
         v1 = s["strategy_version"]
-        tokens_full = sum(read_partition(layout.partition_dir("child_chunks", KB, v1)).column("token_count").to_pylist())
+        tokens_full = sum(
+            read_partition(layout.partition_dir("child_chunks", KB, v1)).column("token_count").to_pylist()
+        )
         say(f"    {full.wall:.1f}s")
 
         # 2. Nothing changed.
@@ -470,8 +536,12 @@ def main(argv: list[str] | None = None) -> int:
             say(f"2/4 re-index, nothing changed ({i + 1}/{args.repeat}) …")
             r = index_in_process("nothing changed", layout)
             s = r.summary
-            r.checks = [("no run; nothing parsed, chunked or embedded",
-                         s["up_to_date"] and not s["partitions_run"] and s["documents_parsed"] == 0 and s["embedded"] == 0)]
+            r.checks = [
+                (
+                    "no run; nothing parsed, chunked or embedded",
+                    s["up_to_date"] and not s["partitions_run"] and s["documents_parsed"] == 0 and s["embedded"] == 0,
+                )
+            ]
             reps.append(r)
             say(f"    {r.wall:.2f}s")
         results.append(median_of(reps))
@@ -485,10 +555,16 @@ def main(argv: list[str] | None = None) -> int:
             s = r.summary
             rel = doc.relative_to(kb_dir).as_posix()
             r.checks = [
-                ((f"{rel}: only it parsed and re-chunked ({s['documents_parsed']} parsed, {s['documents_reused']} reused, "
-                 f"{s['documents_chunked']} re-chunked), {s['embedded']} new chunk texts embedded, both partitions ran"),
-                 (s["documents_parsed"], s["documents_reused"], s["documents_chunked"]) == (1, n - 1, 1)
-                 and 0 < s["embedded"] <= 12 and len(s["partitions_run"]) == 2 and s["status"] == "ok"),
+                (
+                    (
+                        f"{rel}: only it parsed and re-chunked ({s['documents_parsed']} parsed, {s['documents_reused']} reused, "
+                        f"{s['documents_chunked']} re-chunked), {s['embedded']} new chunk texts embedded, both partitions ran"
+                    ),
+                    (s["documents_parsed"], s["documents_reused"], s["documents_chunked"]) == (1, n - 1, 1)
+                    and 0 < s["embedded"] <= 12
+                    and len(s["partitions_run"]) == 2
+                    and s["status"] == "ok",
+                ),
             ]
             reps.append(r)
             say(f"    {r.wall:.2f}s")
@@ -508,12 +584,24 @@ def main(argv: list[str] | None = None) -> int:
         expected = len(set(new_hashes) - cache_before)
         parse_after = {a: materializations(instance, a) for a in parse_mats}
         r.checks = [
-            (f"a new version ({v1} -> {v2}); only its partition ran",
-             v2 != v1 and s["partitions_run"] == [f"{KB}|{v2}"] and s["status"] == "ok"),
-            (("no parsing and no image work: 0 documents parsed, no new documents / parsed_blocks / "
-             "image_descriptions materialization"), s["documents_parsed"] == 0 and parse_after == parse_mats),
-            ((f"only chunk texts never seen before embedded: {s['embedded']} embedded = {expected} distinct new texts "
-             f"among {len(new_hashes)} chunks; {s['reused']} vectors from the cache"), s["embedded"] == expected),
+            (
+                f"a new version ({v1} -> {v2}); only its partition ran",
+                v2 != v1 and s["partitions_run"] == [f"{KB}|{v2}"] and s["status"] == "ok",
+            ),
+            (
+                (
+                    "no parsing and no image work: 0 documents parsed, no new documents / parsed_blocks / "
+                    "image_descriptions materialization"
+                ),
+                s["documents_parsed"] == 0 and parse_after == parse_mats,
+            ),
+            (
+                (
+                    f"only chunk texts never seen before embedded: {s['embedded']} embedded = {expected} distinct new texts "
+                    f"among {len(new_hashes)} chunks; {s['reused']} vectors from the cache"
+                ),
+                s["embedded"] == expected,
+            ),
         ]
         results.append(r)
         say(f"    {r.wall:.2f}s")
@@ -531,17 +619,23 @@ def main(argv: list[str] | None = None) -> int:
             edit_one_document(kb_dir, n // 3)
             c = index_cli("one document edited", env)
             cs = c.summary
-            c.checks = [("one document parsed and re-chunked, its new chunk texts embedded",
-                         (cs["documents_parsed"], cs["documents_chunked"]) == (1, 1) and 0 < cs["embedded"] <= 12)]
+            c.checks = [
+                (
+                    "one document parsed and re-chunked, its new chunk texts embedded",
+                    (cs["documents_parsed"], cs["documents_chunked"]) == (1, 1) and 0 < cs["embedded"] <= 12,
+                )
+            ]
             results.append(c)
             say(f"    {c.wall:.2f}s")
 
         d = derived(results, tokens_full)
         print()
         print(text_table([_fmt_row(x, base) for x in results], HEADER))
-        print(f"\nfull index: model inference {d['encode_s']:.0f}s for {results[0].summary['embedded']} chunks "
-              f"({d['chunks_per_s']:.1f} chunks/s, {d['tokens_per_s']:.0f} tokens/s), model load {d['model_load_s']:.1f}s, "
-              f"everything else {d['full_without_model']:.1f}s")
+        print(
+            f"\nfull index: model inference {d['encode_s']:.0f}s for {results[0].summary['embedded']} chunks "
+            f"({d['chunks_per_s']:.1f} chunks/s, {d['tokens_per_s']:.0f} tokens/s), model load {d['model_load_s']:.1f}s, "
+            f"everything else {d['full_without_model']:.1f}s"
+        )
         print()
         for x in results:
             for desc, ok in x.checks:
@@ -555,10 +649,18 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_write:
             ctx = {
                 "date": started_at.strftime("%Y-%m-%d %H:%M"),
-                "command": " ".join([".venv/bin/python -m benchmarks.incremental", *(sys.argv[1:] if argv is None else argv)]),
-                "machine": machine(), "kb": kb_info, "seed": args.seed, "corpus": args.corpus,
-                "import_s": import_s, "total": total, "derived": d,
-                "load_start": load_start, "load_end": os.getloadavg()[0],
+                "command": " ".join(
+                    [".venv/bin/python -m benchmarks.incremental", *(sys.argv[1:] if argv is None else argv)]
+                ),
+                "machine": machine(),
+                "kb": kb_info,
+                "seed": args.seed,
+                "corpus": args.corpus,
+                "import_s": import_s,
+                "total": total,
+                "derived": d,
+                "load_start": load_start,
+                "load_end": os.getloadavg()[0],
             }
             write_results(HERE / "RESULTS.md", ctx, results, base)
             print(f"wrote {HERE / 'RESULTS.md'}")

@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             at = doc.find(ref["text"])
             if at < 0 or doc.find(ref["text"], at + 1) >= 0:
-                problems.append(f"{where}: text {'not found' if at < 0 else 'found more than once'}: {ref['text'][:50]!r}")
+                problems.append(
+                    f"{where}: text {'not found' if at < 0 else 'found more than once'}: {ref['text'][:50]!r}"
+                )
                 continue
             ref["start"], ref["end"] = at, at + len(ref["text"])
             assert doc[ref["start"] : ref["end"]] == ref["text"]
@@ -52,9 +54,14 @@ def main(argv: list[str] | None = None) -> int:
         print(p, file=sys.stderr)
     if not args.check and not problems:
         ordered = [
-            {"id": r["id"], "question": r["question"], "references": [
-                {"doc_path": f["doc_path"], "start": f["start"], "end": f["end"], "text": f["text"]} for f in r["references"]
-            ]}
+            {
+                "id": r["id"],
+                "question": r["question"],
+                "references": [
+                    {"doc_path": f["doc_path"], "start": f["start"], "end": f["end"], "text": f["text"]}
+                    for f in r["references"]
+                ],
+            }
             for r in rows
         ]
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ordered), encoding="utf-8")

@@ -63,8 +63,11 @@ def machine() -> dict[str, str]:
     import lancedb
 
     return {
-        "cpu": cpu, "cores": str(os.cpu_count()), "python": platform.python_version(),
-        "lancedb": lancedb.__version__, "os": platform.platform(),
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "lancedb": lancedb.__version__,
+        "os": platform.platform(),
     }
 
 
@@ -94,15 +97,42 @@ def bench_latency(rows: int, n_queries: int, work: Path) -> dict:
     for p in range(n_parents):
         kids = texts[p * 3 : p * 3 + 3]
         start = p * 10_000
-        parents.append({"parent_id": f"p{p}", "text": "\n\n".join(kids), "doc_path": f"doc{p // 50}.md",
-                        "section_path": "", "start_offset": start, "end_offset": start + len("\n\n".join(kids)), "overlap_chars": 0})
+        parents.append(
+            {
+                "parent_id": f"p{p}",
+                "text": "\n\n".join(kids),
+                "doc_path": f"doc{p // 50}.md",
+                "section_path": "",
+                "start_offset": start,
+                "end_offset": start + len("\n\n".join(kids)),
+                "overlap_chars": 0,
+            }
+        )
         off = start
         for j, t in enumerate(kids):
             i = p * 3 + j
-            recs.append({"chunk_id": f"c{i}", "parent_id": f"p{p}", "chunk_index": i, "chunk_type": "TEXT", "kb": "bench",
-                         "strategy_version": "v", "doc_id": f"d{p // 50}", "doc_path": f"doc{p // 50}.md", "text": t,
-                         "start_offset": off, "end_offset": off + len(t), "char_count": len(t), "token_count": 0,
-                         "section_path": "", "page_num": None, "block_index": i, "strategy": "RECURSIVE", "metadata": "{}"})
+            recs.append(
+                {
+                    "chunk_id": f"c{i}",
+                    "parent_id": f"p{p}",
+                    "chunk_index": i,
+                    "chunk_type": "TEXT",
+                    "kb": "bench",
+                    "strategy_version": "v",
+                    "doc_id": f"d{p // 50}",
+                    "doc_path": f"doc{p // 50}.md",
+                    "text": t,
+                    "start_offset": off,
+                    "end_offset": off + len(t),
+                    "char_count": len(t),
+                    "token_count": 0,
+                    "section_path": "",
+                    "page_num": None,
+                    "block_index": i,
+                    "strategy": "RECURSIVE",
+                    "metadata": "{}",
+                }
+            )
             off += len(t) + 2
     vecs = np.random.default_rng(7).standard_normal((rows, 384)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
@@ -130,7 +160,10 @@ def bench_latency(rows: int, n_queries: int, work: Path) -> dict:
         return {"p50_ms": round(float(np.percentile(xs, 50)), 1), "p95_ms": round(float(np.percentile(xs, 95)), 1)}
 
     return {
-        "rows": rows, "parents": n_parents, "queries": len(queries), "write_s": round(write_s, 1),
+        "rows": rows,
+        "parents": n_parents,
+        "queries": len(queries),
+        "write_s": round(write_s, 1),
         "open_searcher_s": round(open_s, 2),
         "total": pct(total),
         "total_en": pct([x for x, l in zip(total, lang) if l == "en"]),
@@ -152,15 +185,23 @@ def bench_plans(work: Path) -> list[dict]:
         for plan in PLANS:
             used = set(re.findall(r"[A-Z_]+", plan)) - {"PARENT", "CHILD"}
             if not used <= names:
-                results.append({"kb": kb, "plan": plan, "skipped": f"not registered: {', '.join(sorted(used - names))}"})
+                results.append(
+                    {"kb": kb, "plan": plan, "skipped": f"not registered: {', '.join(sorted(used - names))}"}
+                )
                 continue
             yaml = f'chunking:\n  plan: "{plan}"\nvision: {{enabled: false, ocr: false}}\n'
             if quality_ok:  # compare plans on retrieval, not on the quality gate
                 yaml += "quality:\n  severity: {child_token_limit: warn, child_quantiles: warn}\n"
             (home / "kbs" / kb / "kb.yaml").write_text(yaml, encoding="utf-8")
             t0 = time.perf_counter()
-            r = subprocess.run([str(REPO / ".venv/bin/corpus"), "index", "--kb", kb, "--json"], env=env,
-                               capture_output=True, text=True, cwd=REPO, check=False)
+            r = subprocess.run(
+                [str(REPO / ".venv/bin/corpus"), "index", "--kb", kb, "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                cwd=REPO,
+                check=False,
+            )
             secs = time.perf_counter() - t0
             try:
                 [summary] = json.loads(r.stdout)
@@ -172,9 +213,18 @@ def bench_plans(work: Path) -> list[dict]:
                 continue
             version = summary["strategy_version"]
             report = evaluate_version(Layout(home), kb, version, KBS / kb / "questions.jsonl", model=MODEL)
-            results.append({"kb": kb, "plan": plan, "strategy_version": version, "parents": summary["parent_blocks"],
-                            "children": summary["child_chunks"], "index_s": round(secs, 1), **report.summary(),
-                            "notes": report.notes})
+            results.append(
+                {
+                    "kb": kb,
+                    "plan": plan,
+                    "strategy_version": version,
+                    "parents": summary["parent_blocks"],
+                    "children": summary["child_chunks"],
+                    "index_s": round(secs, 1),
+                    **report.summary(),
+                    "notes": report.notes,
+                }
+            )
     return results
 
 

@@ -8,8 +8,9 @@ live once in ``pipeline``; token counting in ``tokens``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, ClassVar
 
 from corpus_pipeline.chunking.params import StrategyConfig
 from corpus_pipeline.chunking.sizes import SizeMeter
@@ -67,7 +68,7 @@ class Strategy(ABC):
             out.extend(self.split(piece, ctx))
         return out
 
-    def split_all_then(self, pieces: Sequence[Piece], ctx: ChunkContext, then: "Strategy") -> list[Piece] | None:
+    def split_all_then(self, pieces: Sequence[Piece], ctx: ChunkContext, then: Strategy) -> list[Piece] | None:
         """``then.split_all(self.split_all(pieces))`` in one pass, for a pair of steps that can
         be fused (no intermediate pieces made only to be cut again); ``None`` when this pair
         cannot. The result must equal the two steps run one after the other, and every piece

@@ -32,17 +32,22 @@ in the seed's order of priority:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import attrgetter, eq
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 from corpus_pipeline.chunking.text import _CJK_RE
 from corpus_pipeline.models import Block
 
 _CN_NUM = "一二三四五六七八九十百千零〇两"
 _MARKDOWN = re.compile(r"(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_APPENDIX = re.compile(r"(?:附录|附件|Appendix|APPENDIX|Annex|ANNEX)(?:\s*[A-Z0-9" + _CN_NUM + r"]{1,3})?(?:$|[\s:：.、\-—].*$)")
-_STEP = re.compile(r"(?:第\s*[0-9" + _CN_NUM + r"]+\s*步|步骤\s*[0-9" + _CN_NUM + r"]+|(?:Step|STEP)\s+\d+)(?:$|[\s:：.、)）].*$)")
+_APPENDIX = re.compile(
+    r"(?:附录|附件|Appendix|APPENDIX|Annex|ANNEX)(?:\s*[A-Z0-9" + _CN_NUM + r"]{1,3})?(?:$|[\s:：.、\-—].*$)"
+)
+_STEP = re.compile(
+    r"(?:第\s*[0-9" + _CN_NUM + r"]+\s*步|步骤\s*[0-9" + _CN_NUM + r"]+|(?:Step|STEP)\s+\d+)(?:$|[\s:：.、)）].*$)"
+)
 _CHAPTER = re.compile(r"第\s*[0-9" + _CN_NUM + r"]+\s*([篇部编卷章节条款])(?:$|[\s:：、.](.*)$|(.+)$)")
 _CHAPTER_DEPTH = {"篇": 0, "部": 0, "编": 0, "卷": 0, "章": 1, "节": 2, "条": 3, "款": 4}
 _MULTI_DIGIT = re.compile(r"(\d{1,2}(?:\.\d{1,3})+)\.?[ \t]+(\S.*)$")
@@ -60,8 +65,11 @@ _INNER_PUNCT = ("，", "；", "。", "：")
 
 # Lines worth classifying: anything else is body.
 _CANDIDATE_BODY = (
-    r"[ \t]{0,3}(?:#|附录|附件|Appendix|APPENDIX|Annex|ANNEX|第|步骤|Step|STEP|[" + _CN_NUM + r"]{1,3}、|[（(]["
-    + _CN_NUM + r"]{1,3}[）)]|\d{1,2}(?:\.\d{1,3})*[.．、 \t]|(?:=+|-+)[ \t]*\r?$)"
+    r"[ \t]{0,3}(?:#|附录|附件|Appendix|APPENDIX|Annex|ANNEX|第|步骤|Step|STEP|["
+    + _CN_NUM
+    + r"]{1,3}、|[（(]["
+    + _CN_NUM
+    + r"]{1,3}[）)]|\d{1,2}(?:\.\d{1,3})*[.．、 \t]|(?:=+|-+)[ \t]*\r?$)"
 )
 
 
@@ -74,18 +82,38 @@ def _fenced_block(mark: str, name: str) -> str:
     at_line_start = r"(?:(?<=\n)|(?<=\n[ \t])|(?<=\n[ \t]{2})|(?<=\n[ \t]{3}))"
     close = at_line_start + "(?P=" + name + ")" + mark + r"*[^\S\n]*(?:\n|\Z)"
     return (
-        "(?P<" + name + ">" + mark + "{3,})[^\n]*+"  # the opening line
-        + "(?:[^" + mark + "]++|(?!" + close + ")" + mark + ")*+"  # up to the closing line
-        + "(?:(?P=" + name + ")" + mark + r"*[^\S\n]*+)?"  # the closing line, without its newline
+        "(?P<"
+        + name
+        + ">"
+        + mark
+        + "{3,})[^\n]*+"  # the opening line
+        + "(?:[^"
+        + mark
+        + "]++|(?!"
+        + close
+        + ")"
+        + mark
+        + ")*+"  # up to the closing line
+        + "(?:(?P="
+        + name
+        + ")"
+        + mark
+        + r"*[^\S\n]*+)?"  # the closing line, without its newline
     )
 
 
 _LINE_SCAN_BODY = (
     r"[ \t]{0,3}(?:(?P<hashes>#{1,6})[ \t]+(?P<title>[^\n]*)"  # an ATX heading and its title
-    + "|" + _fenced_block("`", "backticks")  # a ``` block, whole
-    + "|" + _fenced_block("~", "tildes")  # a ~~~ block, whole
+    + "|"
+    + _fenced_block("`", "backticks")  # a ``` block, whole
+    + "|"
+    + _fenced_block("~", "tildes")  # a ~~~ block, whole
     # a line to classify (the empty group marks it)
-    + r"|(?P<other>)(?=[附AaS步第" + _CN_NUM + r"（(0-9=\-])(?=" + _CANDIDATE_BODY + r"))"
+    + r"|(?P<other>)(?=[附AaS步第"
+    + _CN_NUM
+    + r"（(0-9=\-])(?="
+    + _CANDIDATE_BODY
+    + r"))"
 )
 # One scan per document visits only the lines that can matter. "\n" first, so the regex
 # engine jumps from line to line (a "^" pattern in MULTILINE mode is tried at every
@@ -314,7 +342,9 @@ def heading_tuples(
                 pls = max(start, text.rfind("\n", start, ps - 1) + 1)
                 if text[pls : ps - 1].strip():
                     continue
-            add_found((ps, le + 1 if le < end else end, 1 if line.strip()[0] == "=" else 2, prev.strip(), "setext", HEADING))
+            add_found(
+                (ps, le + 1 if le < end else end, 1 if line.strip()[0] == "=" else 2, prev.strip(), "setext", HEADING)
+            )
             last_ls = ps
             has_markdown = True
             continue

@@ -64,11 +64,15 @@ class LLMSplitConfig(StrategyConfig):
     fallback_max_chars: int = param(700, ge=50, le=8000, doc="SEMANTIC max_chars of the fallback")
     fallback_threshold: float = param(0.18, ge=0.0, le=1.0, doc="SEMANTIC Jaccard threshold of the fallback")
     max_piece_chars: int = param(
-        800, ge=50, le=32000,
+        800,
+        ge=50,
+        le=32000,
         doc="a longer piece from the LLM is cut by RECURSIVE (no overlap) at this size, so chunks stay embeddable",
     )
     max_piece_tokens: int = param(
-        240, ge=0, le=8192,
+        240,
+        ge=0,
+        le=8192,
         doc="the same in the embedding model's tokens (0: no token bound); fits all-MiniLM-L6-v2",
     )
     min_llm_coverage: float = param(
@@ -144,7 +148,9 @@ class MappedPiece:
     verbatim: bool
 
 
-def map_answer(source: str, start: int, end: int, pieces: list[str], min_coverage: float) -> tuple[list[MappedPiece], str]:
+def map_answer(
+    source: str, start: int, end: int, pieces: list[str], min_coverage: float
+) -> tuple[list[MappedPiece], str]:
     """The answer's pieces placed on ``source[start:end]`` in order, or ``([], reason)``
     when the answer must be rejected. Repeats of earlier text are dropped."""
     if len(pieces) > MAX_PIECES:
@@ -238,14 +244,27 @@ class LLMSplit(Strategy):
         if tokens:
             n_tokens = ctx.meter("tokens").measure(m.start, m.end) if m.verbatim else ctx.token_counter.count(m.text)
         if n_chars <= cfg.max_piece_chars and n_tokens <= cfg.max_piece_tokens:
-            return [Piece(m.text, m.start, m.end, piece.section_path, piece.chunk_type, 0, not m.verbatim,
-                          piece.block_index, "", {**meta, "llm_verbatim": m.verbatim})]
+            return [
+                Piece(
+                    m.text,
+                    m.start,
+                    m.end,
+                    piece.section_path,
+                    piece.chunk_type,
+                    0,
+                    not m.verbatim,
+                    piece.block_index,
+                    "",
+                    {**meta, "llm_verbatim": m.verbatim},
+                )
+            ]
         spans = [(m.start, m.end)]
         if tokens:
-            spans = [(a, b) for a, b, _ in split_spans(ctx.text, m.start, m.end, ctx.meter("tokens"), cfg.max_piece_tokens)]
+            spans = [
+                (a, b) for a, b, _ in split_spans(ctx.text, m.start, m.end, ctx.meter("tokens"), cfg.max_piece_tokens)
+            ]
         spans = [
-            (c, d) for a, b in spans
-            for c, d, _ in split_spans(ctx.text, a, b, ctx.meter("chars"), cfg.max_piece_chars)
+            (c, d) for a, b in spans for c, d, _ in split_spans(ctx.text, a, b, ctx.meter("chars"), cfg.max_piece_chars)
         ]
         extra = {"llm_verbatim": True, "llm_piece_cut": True, **({} if m.verbatim else {"llm_rewrite_dropped": True})}
         return [sub_piece(piece, ctx.text, a, b, overlap_chars=0, metadata={**meta, **extra}) for a, b in spans]
@@ -258,15 +277,24 @@ class LLMSplit(Strategy):
             for p in self._fallback(gap, ctx, "text the LLM's pieces left out", count=False)
         ]
 
-    def _fallback(self, piece: Piece, ctx: ChunkContext, reason: str, *, retry: bool = False,
-                  count: bool = True) -> list[Piece]:
+    def _fallback(
+        self, piece: Piece, ctx: ChunkContext, reason: str, *, retry: bool = False, count: bool = True
+    ) -> list[Piece]:
         if count:
             ctx.bump("fallbacks")
         out = Semantic(self.config.fallback_config()).split(piece, ctx)
         extra = {"llm_retry": True} if retry else {}
         return [
             Piece(
-                p.text, p.start, p.end, p.section_path, p.chunk_type, p.overlap_chars, False, p.block_index, "",
+                p.text,
+                p.start,
+                p.end,
+                p.section_path,
+                p.chunk_type,
+                p.overlap_chars,
+                False,
+                p.block_index,
+                "",
                 {**p.metadata, "fallback_from": "LLM", "fallback_to": "SEMANTIC", "fallback_reason": reason, **extra},
             )
             for p in out

@@ -9,8 +9,9 @@ from (``chunking.child.RECURSIVE.overlap_chars = 500 ...``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Self
+from typing import Any, ClassVar, Self
 
 from corpus_pipeline.errors import ConfigError
 
@@ -60,10 +61,9 @@ class StrategyConfig:
             if choices is not None and value not in choices:
                 allowed = ", ".join(repr(c) for c in choices)
                 raise ConfigError(f"{f.name} = {value!r} is not allowed; choose one of {allowed}.")
-            if lo is not None and value < lo or hi is not None and value > hi:
+            if (lo is not None and value < lo) or (hi is not None and value > hi):
                 raise ConfigError(
-                    f"{f.name} = {value!r} is out of range: allowed {_fmt(lo)}..{_fmt(hi)}. "
-                    f"({meta.get('doc', '')})"
+                    f"{f.name} = {value!r} is out of range: allowed {_fmt(lo)}..{_fmt(hi)}. ({meta.get('doc', '')})"
                 )
         self.check()
 
@@ -76,9 +76,7 @@ class StrategyConfig:
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = [k for k in data if k not in names]
         if unknown:
-            raise ConfigError(
-                f"{where}: unknown key {unknown[0]!r}; allowed keys are: {', '.join(names)}."
-            )
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed keys are: {', '.join(names)}.")
         try:
             return cls(**data)
         except ConfigError as exc:

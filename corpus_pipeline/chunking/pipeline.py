@@ -10,10 +10,11 @@ children are numbered across the document and parents record their chunk range.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, eq
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from corpus_pipeline.chunking.base import ChunkContext, make_piece
 from corpus_pipeline.chunking.plan import Plan, Step

@@ -17,8 +17,9 @@ STRUCTURE's RECURSIVE fallback 2200/180).
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.base import Strategy
@@ -99,7 +100,9 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "snapshot": self.snapshot(),
-            "parent": [{"strategy": s.strategy, "role": s.role.value, "config": s.config.to_dict()} for s in self.parent],
+            "parent": [
+                {"strategy": s.strategy, "role": s.role.value, "config": s.config.to_dict()} for s in self.parent
+            ],
             "child": [{"strategy": s.strategy, "role": s.role.value, "config": s.config.to_dict()} for s in self.child],
         }
 
@@ -107,7 +110,9 @@ class Plan:
 def parse_snapshot(snapshot: str) -> tuple[list[str], list[str]]:
     """Split a snapshot into parent and child strategy names (validated, upper case)."""
     if not isinstance(snapshot, str) or not snapshot.strip():
-        raise ConfigError(f"plan {snapshot!r} is empty; write e.g. 'PARENT:RECURSIVE;CHILD:RECURSIVE' or 'PARENT:1;CHILD:3,2'.")
+        raise ConfigError(
+            f"plan {snapshot!r} is empty; write e.g. 'PARENT:RECURSIVE;CHILD:RECURSIVE' or 'PARENT:1;CHILD:3,2'."
+        )
     found: dict[str, list[str]] = {}
     for section in snapshot.split(";"):
         section = section.strip()
@@ -164,7 +169,9 @@ def build_plan(
 
     ps, cs = norm(parent_settings, "parent"), norm(child_settings, "child")
 
-    def steps(names: list[str], settings: dict[str, Mapping[str, Any]], key: str, defaults: dict[str, dict[str, Any]]) -> tuple[Step, ...]:
+    def steps(
+        names: list[str], settings: dict[str, Mapping[str, Any]], key: str, defaults: dict[str, dict[str, Any]]
+    ) -> tuple[Step, ...]:
         out = []
         for i, name in enumerate(names):
             user = dict(settings.get(name) or {})

@@ -47,16 +47,26 @@ _PREFIX = re.compile(r"^\s*(?:[-*•]\s+|\d+[.)、]\s+)")
 class PropositionConfig(StrategyConfig):
     max_input_chars_per_batch: int = param(3000, ge=200, le=32000, doc="characters of source per LLM call")
     max_propositions_per_batch: int = param(50, ge=1, le=500, doc="propositions kept from one LLM answer")
-    max_chunk_size: int = param(500, ge=100, le=8000, doc="largest regrouped chunk in characters (and fallback chunk_size)")
-    min_chunk_size: int = param(50, ge=0, le=8000, doc="a last regrouped chunk smaller than this joins the previous one")
+    max_chunk_size: int = param(
+        500, ge=100, le=8000, doc="largest regrouped chunk in characters (and fallback chunk_size)"
+    )
+    min_chunk_size: int = param(
+        50, ge=0, le=8000, doc="a last regrouped chunk smaller than this joins the previous one"
+    )
     max_chunk_tokens: int = param(
-        240, ge=0, le=8192,
+        240,
+        ge=0,
+        le=8192,
         doc="largest regrouped chunk in the embedding model's tokens (0: no token bound); fits all-MiniLM-L6-v2",
     )
     fallback_strategy: str = param("SLIDING_WINDOW", choices=("SLIDING_WINDOW",), doc="strategy used without an LLM")
-    fallback_overlap: int = param(50, ge=0, le=4000, doc="chunk_overlap of the fallback (at most half of max_chunk_size)")
+    fallback_overlap: int = param(
+        50, ge=0, le=4000, doc="chunk_overlap of the fallback (at most half of max_chunk_size)"
+    )
     min_source_coverage: float = param(
-        0.25, ge=0.0, le=1.0,
+        0.25,
+        ge=0.0,
+        le=1.0,
         doc="share of a batch's distinct words the propositions must use; a thinner answer is rejected (fallback)",
     )
 
@@ -167,7 +177,8 @@ def check_propositions(props: list[str], source: str, max_chars: int) -> tuple[l
     """The propositions the source supports, and how many were dropped: a number not in the
     source, most words not in it, or longer than a chunk may be (not atomic)."""
     kept = [
-        p for p in props
+        p
+        for p in props
         if len(p) <= max_chars and numbers_supported(p, source) and unit_support(p, source) >= MIN_WORD_SUPPORT
     ]
     return kept, len(props) - len(kept)
@@ -228,24 +239,35 @@ class Proposition(Strategy):
                 ctx.bump("llm_propositions_dropped", dropped)
             if not kept:
                 reason = (
-                    f"the LLM's {len(props)} propositions were not supported by the text" if props
+                    f"the LLM's {len(props)} propositions were not supported by the text"
+                    if props
                     else "the LLM found no propositions"
                 )
                 out.extend(self._fallback(part, ctx, reason))
                 continue
             coverage = source_coverage(kept, text[a:b])
             if coverage < cfg.min_source_coverage:
-                reason = (f"the LLM's propositions use {round(100 * coverage)}% of the text's words, under "
-                          f"min_source_coverage = {cfg.min_source_coverage}")
+                reason = (
+                    f"the LLM's propositions use {round(100 * coverage)}% of the text's words, under "
+                    f"min_source_coverage = {cfg.min_source_coverage}"
+                )
                 out.extend(self._fallback(part, ctx, reason))
                 continue
-            groups = reassemble(kept, cfg.max_chunk_size, cfg.min_chunk_size, first,
-                                tokens=counts, max_tokens=cfg.max_chunk_tokens)
+            groups = reassemble(
+                kept, cfg.max_chunk_size, cfg.min_chunk_size, first, tokens=counts, max_tokens=cfg.max_chunk_tokens
+            )
             for chunk_text, meta in groups:
                 out.append(
                     Piece(
-                        chunk_text, a, b, piece.section_path, ChunkType.PROPOSITION.value, 0, True,
-                        piece.block_index, "",
+                        chunk_text,
+                        a,
+                        b,
+                        piece.section_path,
+                        ChunkType.PROPOSITION.value,
+                        0,
+                        True,
+                        piece.block_index,
+                        "",
                         {**piece.metadata, **meta, "llm_model": answer.model, "batch_index": n},
                     )
                 )
@@ -259,9 +281,22 @@ class Proposition(Strategy):
         extra = {"llm_retry": True} if retry else {}
         return [
             Piece(
-                p.text, p.start, p.end, p.section_path, p.chunk_type, p.overlap_chars, False, p.block_index, "",
-                {**p.metadata, "fallback_from": "PROPOSITION", "fallback_to": cfg.fallback_strategy,
-                 "fallback_reason": reason, **extra},
+                p.text,
+                p.start,
+                p.end,
+                p.section_path,
+                p.chunk_type,
+                p.overlap_chars,
+                False,
+                p.block_index,
+                "",
+                {
+                    **p.metadata,
+                    "fallback_from": "PROPOSITION",
+                    "fallback_to": cfg.fallback_strategy,
+                    "fallback_reason": reason,
+                    **extra,
+                },
             )
             for p in out
         ]

@@ -26,8 +26,9 @@ of KBs whose plan is ``auto``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.headings import find_headings

@@ -30,8 +30,8 @@ that splits a word may count a token or two more when re-tokenized on its own.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from corpus_pipeline.chunking import text as tx
@@ -175,7 +175,7 @@ def overlap_start(text: str, prev_start: int, prev_end: int, room: int, meter: S
     ws = _WS
     accepts = tx._accepts
     search = _SENT_CAND.search  # runs _accepts would refuse mostly filtered out in C
-    m = search(text, p0 - 3 if p0 - 3 > prev_start else prev_start, prev_end)  # noqa: FURB136 (max() costs a call)
+    m = search(text, p0 - 3 if p0 - 3 > prev_start else prev_start, prev_end)
     while m is not None:
         s = m.end()
         while s < prev_end and text[s] in ws:
@@ -222,7 +222,7 @@ def cut_spans(
             hi = p + limit if chars else advance(p, e, limit)
             room = (limit - (own - p)) if chars else (limit - measure(p, own))
             fill = room // _MIN_FILL
-            if fill < 1:  # noqa: PLR1730 (max() costs a call per chunk)
+            if fill < 1:
                 fill = 1
             lo = own + fill if chars else advance(own, e, fill)
             cut, level = _find_cut(text, own, lo, hi, e) if lo < hi else (-1, 5)
@@ -327,8 +327,13 @@ class Recursive(Strategy):
         append = out.append
         for piece in pieces:
             s, e = piece.start, piece.end
-            if s < e and text[s] not in ws and text[e - 1] not in ws and (
-                e - s <= limit if chars else measure(s, e) <= limit  # type: ignore[misc]
+            if (
+                s < e
+                and text[s] not in ws
+                and text[e - 1] not in ws
+                and (
+                    e - s <= limit if chars else measure(s, e) <= limit  # type: ignore[misc]
+                )
             ):
                 append(piece)
             else:

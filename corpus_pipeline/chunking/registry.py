@@ -11,7 +11,8 @@ raises ``UnknownStrategyError`` listing the valid ones.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from corpus_pipeline.chunking.base import Strategy
 from corpus_pipeline.chunking.params import StrategyConfig
@@ -62,10 +63,7 @@ def names() -> list[str]:
 
 def all_strategies() -> list[type[Strategy]]:
     _load_builtin()
-    return [
-        _BY_NAME[n]
-        for n in sorted(_BY_NAME, key=lambda n: (_BY_NAME[n].code is None, _BY_NAME[n].code or 0, n))
-    ]
+    return [_BY_NAME[n] for n in sorted(_BY_NAME, key=lambda n: (_BY_NAME[n].code is None, _BY_NAME[n].code or 0, n))]
 
 
 def get(name_or_code: str | int) -> type[Strategy]:
@@ -80,9 +78,7 @@ def get(name_or_code: str | int) -> type[Strategy]:
         cls = _BY_NAME.get(key.upper())
         if cls is not None:
             return cls
-    valid = ", ".join(
-        f"{c.name}" + (f" ({c.code})" if c.code is not None else "") for c in all_strategies()
-    )
+    valid = ", ".join(f"{c.name}" + (f" ({c.code})" if c.code is not None else "") for c in all_strategies())
     raise UnknownStrategyError(f"unknown strategy {name_or_code!r}; valid strategies: {valid}.")
 
 

@@ -172,6 +172,17 @@ class SlidingWindow(Strategy):
             if merged:
                 meta["merged_small"] = True
             out.append(
-                Piece(text[p:end_], p, end_, piece.section_path, piece.chunk_type, own - p, False, piece.block_index, "", meta)
+                Piece(
+                    text[p:end_],
+                    p,
+                    end_,
+                    piece.section_path,
+                    piece.chunk_type,
+                    own - p,
+                    False,
+                    piece.block_index,
+                    "",
+                    meta,
+                )
             )
         return out

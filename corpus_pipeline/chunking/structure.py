@@ -23,8 +23,8 @@ when a size limit matters.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy, make_piece
@@ -34,7 +34,6 @@ from corpus_pipeline.chunking.recursive import Recursive, RecursiveConfig, cut_p
 from corpus_pipeline.chunking.registry import register
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.models import Piece
-
 
 _BOTTOM = -(1 << 60)  # below every heading level: the heading stack's sentinel
 

@@ -17,7 +17,7 @@ Sentence rules (the ones users notice):
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 Span = tuple[int, int]
 
@@ -47,9 +47,7 @@ _SENT_CAND = re.compile(
 )
 _CJK_ENDERS = frozenset("。！？；…")
 _ABBREVIATIONS = frozenset(
-    "e.g i.e etc vs mr mrs ms dr prof sr jr st no nos fig figs eq eqs al approx dept est inc "
-    "ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec ref refs vol p pp ch sec "
-    "cf ca resp viz".split()
+    ["e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "no", "nos", "fig", "figs", "eq", "eqs", "al", "approx", "dept", "est", "inc", "ltd", "co", "corp", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "ref", "refs", "vol", "p", "pp", "ch", "sec", "cf", "ca", "resp", "viz"]
 )
 _DOTTED_LETTERS = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]$")  # U.S / e.g / i.e
 _PARA_SEP = re.compile(r"\n[ \t\r\f\v\u3000]*\n\s*")

@@ -15,7 +15,8 @@ import argparse
 import importlib
 import json
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from corpus_pipeline.errors import ConfigError, CorpusError
 

@@ -22,7 +22,14 @@ from typing import Any
 
 from corpus_pipeline.errors import ConfigError, CorpusError
 
-_TEXT_SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".mdx": "markdown", ".txt": "text", ".text": "text", "": "text"}
+_TEXT_SUFFIXES = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".mdx": "markdown",
+    ".txt": "text",
+    ".text": "text",
+    "": "text",
+}
 _PARSED_SUFFIXES = {".docx": "docx", ".html": "html", ".htm": "html", ".pdf": "pdf"}
 
 
@@ -36,14 +43,22 @@ def register(subparsers: Any) -> None:
     p.add_argument("path", help="a file, or - for stdin")
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--strategy", help="a strategy name or code (see corpus strategies)")
-    how.add_argument("--plan", help="a plan snapshot: 'PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE' or 'PARENT:1;CHILD:3,2'")
+    how.add_argument(
+        "--plan", help="a plan snapshot: 'PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE' or 'PARENT:1;CHILD:3,2'"
+    )
     p.add_argument(
         "--config",
         help="JSON settings: for --strategy the strategy's keys; for --plan "
         '{"parent": {"RECURSIVE": {...}}, "child": {...}}',
     )
-    p.add_argument("--model", default=None, help="embedding model whose tokenizer counts tokens (default all-MiniLM-L6-v2)")
-    p.add_argument("--format", default=None, help="document format when it cannot be told from the name (markdown, text, html, docx, pdf)")
+    p.add_argument(
+        "--model", default=None, help="embedding model whose tokenizer counts tokens (default all-MiniLM-L6-v2)"
+    )
+    p.add_argument(
+        "--format",
+        default=None,
+        help="document format when it cannot be told from the name (markdown, text, html, docx, pdf)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_preview)
 
@@ -122,8 +137,9 @@ def _parse(p: Path, fmt: str) -> tuple[str, str, tuple]:
     from corpus_pipeline.models import DocStatus, Document
     from corpus_pipeline.parsing.parse import parse_document
 
-    doc = Document(kb="preview", doc_id="preview", path=p.name, format=fmt, size_bytes=p.stat().st_size,
-                   content_hash="", plan="")
+    doc = Document(
+        kb="preview", doc_id="preview", path=p.name, format=fmt, size_bytes=p.stat().st_size, content_hash="", plan=""
+    )
     parsed = parse_document(doc, p.parent.resolve())
     if parsed.status != DocStatus.OK.value:
         raise ConfigError(f"{p}: cannot be parsed as {fmt}: {parsed.error}")
@@ -303,13 +319,17 @@ def _print_preview(out: dict[str, Any]) -> None:
     )
     if "llm" in out:
         u = out["llm"]
-        print(f"LLM {u['model']}: {u['calls']} calls ({u['errors']} failed), {u['cache_hits']} cached answers, "
-              f"{u['prompt_tokens']} + {u['completion_tokens']} tokens")
+        print(
+            f"LLM {u['model']}: {u['calls']} calls ({u['errors']} failed), {u['cache_hits']} cached answers, "
+            f"{u['prompt_tokens']} + {u['completion_tokens']} tokens"
+        )
     if "parents" in out:
         for p in out["parents"]:
             path = f"  [{p['section_path']}]" if p["section_path"] else ""
-            print(f"parent {p['index']}  {p['start_offset']}..{p['end_offset']}  {p['char_count']} chars  "
-                  f"{p['child_count']} children{path}")
+            print(
+                f"parent {p['index']}  {p['start_offset']}..{p['end_offset']}  {p['char_count']} chars  "
+                f"{p['child_count']} children{path}"
+            )
             for c in p["children"]:
                 _print_chunk(c, "  ")
     else:

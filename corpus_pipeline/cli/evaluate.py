@@ -19,20 +19,31 @@ from corpus_pipeline.paths import Layout
 from corpus_pipeline.versioning import active_version
 
 _COLUMNS = [
-    ("child_recall", "child R"), ("child_precision", "child P"), ("child_iou", "child IoU"),
-    ("parent_recall", "parent R"), ("parent_precision", "parent P"), ("parent_iou", "parent IoU"),
-    ("hit_rate", "hit"), ("mrr", "MRR"),
+    ("child_recall", "child R"),
+    ("child_precision", "child P"),
+    ("child_iou", "child IoU"),
+    ("parent_recall", "parent R"),
+    ("parent_precision", "parent P"),
+    ("parent_iou", "parent IoU"),
+    ("hit_rate", "hit"),
+    ("mrr", "MRR"),
 ]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate retrieval on questions with reference spans (recall, precision, IoU)")
     p.add_argument("--kb", required=True, help="knowledge base name")
-    p.add_argument("--questions", type=Path, help="JSONL of {question, references:[{doc_path,start,end}]} (default: <kb>/questions.jsonl)")
+    p.add_argument(
+        "--questions",
+        type=Path,
+        help="JSONL of {question, references:[{doc_path,start,end}]} (default: <kb>/questions.jsonl)",
+    )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--version", help="strategy version to evaluate (default: the active one)")
     g.add_argument("--compare", nargs=2, metavar=("V1", "V2"), help="evaluate two versions and show V2 - V1")
-    p.add_argument("--top-k", type=int, default=None, help="parent blocks returned per question (default: search.final_top_k)")
+    p.add_argument(
+        "--top-k", type=int, default=None, help="parent blocks returned per question (default: search.final_top_k)"
+    )
     p.add_argument("--details", action="store_true", help="per-question scores (always in --json)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)

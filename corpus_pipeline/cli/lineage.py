@@ -80,8 +80,13 @@ def render(info: dict[str, Any], *, color: bool = False) -> str:
     for i, b in enumerate(info.get("blocks") or []):
         head = "blocks    " if i == 0 else "          "
         page = f" p{b['page_num']}" if b.get("page_num") is not None else ""
-        lines.append(f"{head}#{b['block_index']} {b['block_type']}{page} [{b['start_offset']}:{b['end_offset']}] {_one_line(b.get('text_start'), 60)}")
-    lines.append(f"plan      {plan.get('snapshot')}" + (f"  (override {plan['override']!r})" if plan.get("override") else "  (the KB's plan)"))
+        lines.append(
+            f"{head}#{b['block_index']} {b['block_type']}{page} [{b['start_offset']}:{b['end_offset']}] {_one_line(b.get('text_start'), 60)}"
+        )
+    lines.append(
+        f"plan      {plan.get('snapshot')}"
+        + (f"  (override {plan['override']!r})" if plan.get("override") else "  (the KB's plan)")
+    )
     for role in ("parent", "child"):
         for step in plan.get(role) or []:
             lines.append(f"            {role:<6} {step.get('strategy')} {step.get('role')}: {_cfg(step.get('config'))}")
@@ -97,7 +102,9 @@ def render(info: dict[str, Any], *, color: bool = False) -> str:
     for asset, r in runs.items():
         if not r:
             continue
-        lines.append(f"{'run       ' if first else '          '}{asset:<16} run {r.get('run_id')} at {r.get('written_at')}")
+        lines.append(
+            f"{'run       ' if first else '          '}{asset:<16} run {r.get('run_id')} at {r.get('written_at')}"
+        )
         first = False
     if first:
         lines.append("run       unknown (no _manifest.json)")

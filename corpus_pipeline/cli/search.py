@@ -47,12 +47,16 @@ def run(args: argparse.Namespace) -> int:
     for i, r in enumerate(result.results, 1):
         where = r.doc_path + (f" — {r.section_path}" if r.section_path else "")
         cut = ", cut to budget" if r.truncated else ""
-        print(f"\n{i}. [{r.score:.4f} {'+'.join(r.channels)}] {where}  [{r.start_offset}:{r.end_offset}{cut}]  ({r.parent_id})")
+        print(
+            f"\n{i}. [{r.score:.4f} {'+'.join(r.channels)}] {where}  [{r.start_offset}:{r.end_offset}{cut}]  ({r.parent_id})"
+        )
         snippet = " ".join(r.text.split())
         print(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}")
         for h in r.hits:
             preview = " ".join(h.preview(settings.hit_preview_chars).split())
             print(f"   ↳ {h.chunk_id}  {h.score:.4f} {'+'.join(h.channels)}  {preview}")
     if result.dropped_by_budget:
-        print(f"\n({len(result.dropped_by_budget)} more parent(s) left out by the {settings.total_evidence_max_chars}-char evidence budget)")
+        print(
+            f"\n({len(result.dropped_by_budget)} more parent(s) left out by the {settings.total_evidence_max_chars}-char evidence budget)"
+        )
     return 0

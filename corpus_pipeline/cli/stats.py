@@ -28,7 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stats", help="chunk-size distributions of a KB version (or two, side by side)")
     p.add_argument("--kb", required=True, help="knowledge base name (folder under $CORPUS_HOME/kbs)")
     p.add_argument(
-        "--version", action="append", default=[], metavar="V",
+        "--version",
+        action="append",
+        default=[],
+        metavar="V",
         help="strategy version (repeat to compare; default: the active one)",
     )
     p.add_argument("--compare", action="store_true", help="the active version beside the previous one with data")
@@ -104,10 +107,14 @@ def render(kb: str, stats: list[dict[str, Any]]) -> str:
         if asset == "child_chunks":
             types = sorted({t for s in stats for t in ((s.get(asset) or {}).get("by_chunk_type") or {})})
             for t in types:
-                rows.append((f"  type {t}", [_fmt(((s.get(asset) or {}).get("by_chunk_type") or {}).get(t, 0)) for s in stats]))
+                rows.append(
+                    (f"  type {t}", [_fmt(((s.get(asset) or {}).get("by_chunk_type") or {}).get(t, 0)) for s in stats])
+                )
             limit = next((s[asset].get("token_limit") for s in stats if (s.get(asset) or {}).get("token_limit")), None)
             if limit is not None:
-                rows.append((f"  over {limit} tokens", [_fmt((s.get(asset) or {}).get("over_token_limit")) for s in stats]))
+                rows.append(
+                    (f"  over {limit} tokens", [_fmt((s.get(asset) or {}).get("over_token_limit")) for s in stats])
+                )
     w0 = max(len(r[0]) for r in rows)
     widths = [max(len(h), *(len(r[1][i]) for r in rows)) for i, h in enumerate(heads)]
     lines = [f"knowledge base {kb}", " " * w0 + "  " + "  ".join(h.ljust(w) for h, w in zip(heads, widths))]

@@ -8,7 +8,7 @@ forward) to any version that is built, with no downtime: nothing is rebuilt.
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import resolve_kb
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _age(ts: str | None) -> str:
     if not ts:
         return "?"
-    secs = (datetime.now(timezone.utc) - datetime.fromisoformat(ts)).total_seconds()
+    secs = (datetime.now(UTC) - datetime.fromisoformat(ts)).total_seconds()
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if secs >= size:
             return f"{int(secs // size)}{unit}"
@@ -87,7 +87,9 @@ def run_versions(args: argparse.Namespace) -> int:
         return 0
     print(f"{'':2}{'version':<24}{'plan':<40}{'parents':>8}{'chunks':>8}{'age':>6}  state")
     for r in rows:
-        state = ", ".join(s for s, on in (("active", r["active"]), ("current config", r["current"]), ("built", r["built"])) if on)
+        state = ", ".join(
+            s for s, on in (("active", r["active"]), ("current config", r["current"]), ("built", r["built"])) if on
+        )
         print(
             f"{'*' if r['active'] else ' ':2}{r['strategy_version']:<24}{(r['plan'] or '?'):<40}"
             f"{r['parent_blocks'] if r['parent_blocks'] is not None else '-':>8}"
@@ -107,7 +109,9 @@ def run_activate(args: argparse.Namespace) -> int:
             f"{args.version!r} is not a version of {args.kb!r}; known: {', '.join(rows) or 'none'} (see `corpus versions --kb {args.kb}`)"
         )
     if not r["built"]:
-        raise ConfigError(f"version {args.version!r} of {args.kb!r} has no search table; build it first with `corpus index`")
+        raise ConfigError(
+            f"version {args.version!r} of {args.kb!r} has no search table; build it first with `corpus index`"
+        )
     before = active_version(layout.versions, args.kb)
     set_active(layout.versions, args.kb, args.version)
     if args.json:

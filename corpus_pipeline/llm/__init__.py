@@ -1,11 +1,11 @@
 """The chat model behind an OpenAI-compatible endpoint: one client for chunking and vision.
 
-    settings   kb.yaml ``llm:`` > Dagster resource > environment (``llm_settings``)
-    cache      answers on disk under ``$CORPUS_HOME/warehouse/cache/llm``, by (model,
-               prompt, parameters): re-runs and repeated previews cost no calls
-    client     ``LLMClient.chat`` / ``chat_many``: timeouts, retries, a stop after
-               consecutive failures, masked keys, usage counters; ``open_llm`` builds one
-               or returns None when no model is configured
+settings   kb.yaml ``llm:`` > Dagster resource > environment (``llm_settings``)
+cache      answers on disk under ``$CORPUS_HOME/warehouse/cache/llm``, by (model,
+           prompt, parameters): re-runs and repeated previews cost no calls
+client     ``LLMClient.chat`` / ``chat_many``: timeouts, retries, a stop after
+           consecutive failures, masked keys, usage counters; ``open_llm`` builds one
+           or returns None when no model is configured
 """
 
 from corpus_pipeline.llm.cache import ResponseCache

@@ -37,7 +37,9 @@ def find_verbatim(source: str, piece: str, start: int, end: int) -> tuple[int, i
     return (m.start(), m.end()) if m else None
 
 
-def align_derived(source: str, piece: str, start: int, end: int, *, min_support: float = 0.6) -> tuple[int, int, float] | None:
+def align_derived(
+    source: str, piece: str, start: int, end: int, *, min_support: float = 0.6
+) -> tuple[int, int, float] | None:
     """``(span_start, span_end, support)`` of a rewritten ``piece`` in ``source[start:end]``:
     the span from the first to the last shared run of at least ``MIN_RUN`` characters, and
     the share of the piece's characters in those runs. None below ``min_support``."""

@@ -28,6 +28,8 @@ class ResponseCache(JsonCache):
     def key(model: str, messages: Any, params: dict[str, Any]) -> str:
         blob = json.dumps(
             {"format": CACHE_FORMAT, "model": model, "messages": messages, "params": params},
-            ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+            ensure_ascii=False,
+            sort_keys=True,
+            separators=(",", ":"),
         )
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()

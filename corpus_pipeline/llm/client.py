@@ -117,8 +117,13 @@ class LLMClient:
                 self.usage.cache_hits += 1
             if "rejected" in hit:
                 raise ModelError(str(hit["rejected"]))
-            return ChatResult(str(hit["content"] or ""), self.model, True,
-                              int(hit.get("prompt_tokens") or 0), int(hit.get("completion_tokens") or 0))
+            return ChatResult(
+                str(hit["content"] or ""),
+                self.model,
+                True,
+                int(hit.get("prompt_tokens") or 0),
+                int(hit.get("completion_tokens") or 0),
+            )
         self._check_alive()
         try:
             content, usage = self._call(messages, params)
@@ -166,8 +171,9 @@ class LLMClient:
         except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
             raise ModelError(f"LLM call failed: {type(exc).__name__}: {mask_secrets(str(exc))}") from exc
         except Exception as exc:  # a body the client cannot read: untrusted input, never a crash
-            raise ModelError(f"LLM call returned an unreadable response: {type(exc).__name__}: "
-                             f"{mask_secrets(str(exc), 200)}") from exc
+            raise ModelError(
+                f"LLM call returned an unreadable response: {type(exc).__name__}: {mask_secrets(str(exc), 200)}"
+            ) from exc
         try:
             message = response.choices[0].message
             content = message.content

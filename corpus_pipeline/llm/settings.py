@@ -134,7 +134,8 @@ def version_input(kb: KnowledgeBase) -> dict[str, Any] | None:
         settings = [kb.config.chunking.child, *(getattr(o, "child_settings", {}) for o in kb.overrides)]
         calls = calls or any(
             str(k).upper() in ("LLM", "4") and bool((v or {}).get("llm_enabled"))
-            for child in settings for k, v in (child or {}).items()
+            for child in settings
+            for k, v in (child or {}).items()
         )
     if not calls:
         return None

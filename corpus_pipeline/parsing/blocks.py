@@ -98,8 +98,9 @@ class SourceBlocks(_Collector):
         e = max(s, end - (len(seg) - len(seg.rstrip())))
         if e <= s and not allow_empty:
             return None
-        return self._append(kind, self.source[s:e], s, e, level=level, page=None, image_id=image_id,
-                            title=title, meta=meta)
+        return self._append(
+            kind, self.source[s:e], s, e, level=level, page=None, image_id=image_id, title=title, meta=meta
+        )
 
 
 class JoinedBlocks(_Collector):
@@ -130,8 +131,9 @@ class JoinedBlocks(_Collector):
         if text:
             self._parts.append(text)
             self._pos += len(text)
-        return self._append(kind, text, start, self._pos, level=level, page=page, image_id=image_id,
-                            title=None, meta=meta)
+        return self._append(
+            kind, text, start, self._pos, level=level, page=page, image_id=image_id, title=None, meta=meta
+        )
 
     @property
     def text(self) -> str:

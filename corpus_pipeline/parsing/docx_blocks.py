@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from corpus_pipeline.errors import DocumentError
 from corpus_pipeline.models import BlockType
@@ -127,9 +128,7 @@ class _Pages:
         for node in p.iter(_q(W, "t"), _q(W, "br"), _q(W, "lastRenderedPageBreak")):
             if node.tag == _q(W, "t"):
                 text_seen = text_seen or bool((node.text or "").strip())
-            elif self.rendered and node.tag == _q(W, "lastRenderedPageBreak"):
-                out.append(not text_seen)
-            elif not self.rendered and node.tag == _q(W, "br") and node.get(_q(W, "type")) == "page":
+            elif (self.rendered and node.tag == _q(W, "lastRenderedPageBreak")) or (not self.rendered and node.tag == _q(W, "br") and node.get(_q(W, "type")) == "page"):
                 out.append(not text_seen)
         return out
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import html as html_lib
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from corpus_pipeline.errors import DocumentError
+from corpus_pipeline.models import BlockType
 from corpus_pipeline.parsing.blocks import JoinedBlocks
 from corpus_pipeline.parsing.offline import ensure_offline
-from corpus_pipeline.models import BlockType
 
 ensure_offline()
 

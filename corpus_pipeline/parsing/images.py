@@ -20,9 +20,9 @@ import io
 import os
 import tempfile
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 from corpus_pipeline.models import Block, BlockType, ExtractedImage
 
@@ -58,7 +58,7 @@ def identify(data: bytes, name_hint: str = "") -> tuple[str, int, int] | None:
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
         pass
     ext = os.path.splitext(name_hint.lower())[1]
-    if ext == ".svg" or data[:256].lstrip().startswith((b"<svg", b"<?xml")) and b"<svg" in data[:2048]:
+    if ext == ".svg" or (data[:256].lstrip().startswith((b"<svg", b"<?xml")) and b"<svg" in data[:2048]):
         return "image/svg+xml", 0, 0
     if ext in _EXT_MIME:
         return _EXT_MIME[ext], 0, 0
@@ -97,8 +97,10 @@ class ImageCollector:
         scheme = urllib.parse.urlsplit(src).scheme
         if low.startswith("//") or (scheme and scheme != "file" and len(scheme) > 1):
             return None, f"remote image {src!r} not fetched (only files inside the KB folder are read)"
-        path_part = urllib.parse.unquote(urllib.parse.urlsplit(src).path if scheme == "file" else src.split("#")[0].split("?")[0])
-        if scheme == "file" or os.path.isabs(path_part) and not path_part.startswith("/"):
+        path_part = urllib.parse.unquote(
+            urllib.parse.urlsplit(src).path if scheme == "file" else src.split("#")[0].split("?")[0]
+        )
+        if scheme == "file" or (os.path.isabs(path_part) and not path_part.startswith("/")):
             return None, f"absolute image path {src!r} refused: it must be relative to the document"
         candidate = (self.kb_root / path_part.lstrip("/")) if path_part.startswith("/") else (self.doc_dir / path_part)
         try:

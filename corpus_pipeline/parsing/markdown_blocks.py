@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -159,8 +159,12 @@ def markdown_blocks(doc_id: str, source: str, on_image: ImageHook | None = None)
             inline = tokens[i + 1]
             s, e = lines.span(tok.map, inline.content)
             images = [c for c in inline.children or [] if c.type == "image"]
-            rest = [c for c in inline.children or [] if c.type not in ("image", "softbreak", "hardbreak")
-                    and not (c.type == "text" and not c.content.strip())]
+            rest = [
+                c
+                for c in inline.children or []
+                if c.type not in ("image", "softbreak", "hardbreak")
+                and not (c.type == "text" and not c.content.strip())
+            ]
             marks = list(_IMAGE_MARKUP.finditer(source, s, e))
             spans = [(m.start(), m.end()) for m in marks] if len(marks) == len(images) else [(s, e)] * len(images)
             if images and not rest and item_depth == 0:
@@ -200,8 +204,13 @@ def markdown_blocks(doc_id: str, source: str, on_image: ImageHook | None = None)
                 out.add(BlockType.LIST_ITEM if item_depth else BlockType.TEXT, s, e, html=True)
             for m in found:
                 alt = _HTML_ALT.search(m.group(0))
-                image(m.start(), m.end(), next(g for g in m.groups() if g is not None),
-                      html.unescape(next((g for g in alt.groups() if g is not None), "")) if alt else "", html=True)
+                image(
+                    m.start(),
+                    m.end(),
+                    next(g for g in m.groups() if g is not None),
+                    html.unescape(next((g for g in alt.groups() if g is not None), "")) if alt else "",
+                    html=True,
+                )
         i += 1
     return out.blocks
 

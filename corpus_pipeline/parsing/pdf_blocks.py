@@ -22,9 +22,10 @@ from __future__ import annotations
 import io
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from corpus_pipeline.errors import DocumentError
 from corpus_pipeline.models import BlockType
@@ -105,8 +106,17 @@ def _read_layout(path: Path) -> list[_Page]:
                     bold = all(re.search(r"bold|black|heavy|semibold", c.fontname, re.I) for c in chars)
                     mono = all(re.search(r"courier|mono|consol|menlo", c.fontname, re.I) for c in chars)
                     page.lines.append(
-                        _Line(text, float(line.y1), float(line.y0), sizes.most_common(1)[0][0], bold, box_no,
-                              float(line.x0), float(line.x1), mono)
+                        _Line(
+                            text,
+                            float(line.y1),
+                            float(line.y0),
+                            sizes.most_common(1)[0][0],
+                            bold,
+                            box_no,
+                            float(line.x0),
+                            float(line.x1),
+                            mono,
+                        )
                     )
             pages.append(page)
     except (PDFPasswordIncorrect, PDFEncryptionError) as exc:
@@ -196,7 +206,9 @@ def _running_lines(pages: list[_Page]) -> set[str]:
     seen: Counter[str] = Counter()
     for page in pages:
         margin = page.height * 0.08
-        keys = {re.sub(r"\d+", "#", ln.text) for ln in page.lines if ln.bottom < margin or ln.top > page.height - margin}
+        keys = {
+            re.sub(r"\d+", "#", ln.text) for ln in page.lines if ln.bottom < margin or ln.top > page.height - margin
+        }
         seen.update(keys)
     return {k for k, n in seen.items() if n >= 2} if len(pages) >= 2 else set()
 
@@ -213,11 +225,25 @@ def _merge_bullets(lines: list[_Line]) -> list[_Line]:
         if i in skip:
             continue
         if re.fullmatch(r"[-*•·▪◦●○■□–]|\d+[.)]", ln.text):
-            j = next((k for k in range(i + 1, min(i + 4, len(lines))) if _same_row(ln, lines[k]) and lines[k].x0 > ln.x0), None)
+            j = next(
+                (k for k in range(i + 1, min(i + 4, len(lines))) if _same_row(ln, lines[k]) and lines[k].x0 > ln.x0),
+                None,
+            )
             if j is not None:
                 other = lines[j]
                 skip.add(j)
-                out.append(_Line(f"{ln.text} {other.text}", other.top, other.bottom, other.size, other.bold, other.box, ln.x0, other.x1))
+                out.append(
+                    _Line(
+                        f"{ln.text} {other.text}",
+                        other.top,
+                        other.bottom,
+                        other.size,
+                        other.bold,
+                        other.box,
+                        ln.x0,
+                        other.x1,
+                    )
+                )
                 continue
         out.append(ln)
     return out
@@ -326,11 +352,7 @@ def _emit_page(
         """Does ``line`` continue the paragraph / list item / heading in ``group``?"""
         last = group[-1]
         gap = last.bottom - line.top
-        return (
-            abs(last.size - line.size) <= 0.5
-            and -2.0 <= gap <= 0.8 * line.height
-            and line.x0 >= group[0].x0 - 2.0
-        )
+        return abs(last.size - line.size) <= 0.5 and -2.0 <= gap <= 0.8 * line.height and line.x0 >= group[0].x0 - 2.0
 
     for i, line in enumerate(lines):
         if i in in_table:

@@ -30,9 +30,7 @@ _CN_CHAPTER = re.compile(rf"^\s*第[{_CN_NUM}\d]+([章篇部节条])")
 _CN_ORDINAL = re.compile(rf"^\s*[{_CN_NUM}]+[、．.]\s*\S")
 _CN_PAREN = re.compile(rf"^\s*[（(][{_CN_NUM}]+[）)]\s*\S")
 _HASH_HEAD = re.compile(r"^\s*(#{1,6})\s+\S")
-_LIST = re.compile(
-    r"^\s*(?:[-*+•·▪◦●○■□–]\s+|\d+(?:\.\d+)*[.)、]?\s+|[a-zA-Z][.)]\s+|[（(]\d+[）)]\s*|[①-⑳]\s*)"
-)
+_LIST = re.compile(r"^\s*(?:[-*+•·▪◦●○■□–]\s+|\d+(?:\.\d+)*[.)、]?\s+|[a-zA-Z][.)]\s+|[（(]\d+[）)]\s*|[①-⑳]\s*)")
 _BULLET = re.compile(r"^\s*[-*+•·▪◦●○■□–]\s+")
 _MAX_HEADING_CHARS = 60
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from corpus_pipeline.chunking.plan import Plan, Step
 from corpus_pipeline.errors import ConfigError
@@ -102,7 +103,12 @@ def _step_bound(step: Step) -> tuple[str, int | None, int | None, str] | None:
         mx, mn = (cfg.max_tokens, cfg.min_tokens) if tok else (cfg.max_chars, cfg.min_chars)
         return unit, mx, mn or None, f"{name} {'max_tokens' if tok else 'max_chars'}"
     if name == "PROPOSITION":
-        return "chars", math.floor(cfg.max_chunk_size * _SW_TOLERANCE), cfg.min_chunk_size or None, f"{name} 1.5 x max_chunk_size"
+        return (
+            "chars",
+            math.floor(cfg.max_chunk_size * _SW_TOLERANCE),
+            cfg.min_chunk_size or None,
+            f"{name} 1.5 x max_chunk_size",
+        )
     if name == "LLM":
         return "chars", max(cfg.llm_max_chars, cfg.fallback_max_chars), None, f"{name} llm_max_chars"
     # A strategy this module does not know: the usual key names, if it has them.
@@ -153,7 +159,9 @@ def _apply(limits: SizeLimits, cfg: SizeQuality) -> SizeLimits:
     return SizeLimits(mx_c, mx_t, mn_c, mn_t, src)
 
 
-def _ranges(configured: QuantileRanges | None, derived: dict[str, tuple[float | None, float | None]]) -> dict[str, tuple[float | None, float | None]]:
+def _ranges(
+    configured: QuantileRanges | None, derived: dict[str, tuple[float | None, float | None]]
+) -> dict[str, tuple[float | None, float | None]]:
     out = dict(derived)
     if configured is not None:
         for q in QUANTILES:

@@ -28,34 +28,50 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("parent_not_empty", "parent_blocks", "ERROR", "no parent block is empty or blank"),
     CheckDef("parent_unique", "parent_blocks", "ERROR", "parent ids, (doc, index) and (doc, span, text) are unique"),
     CheckDef(
-        "parent_offsets_valid", "parent_blocks", "ERROR",
+        "parent_offsets_valid",
+        "parent_blocks",
+        "ERROR",
         "0 <= start < end <= len(document); text == canonical_text[start:end] unless derived; char_count == len(text)",
     ),
     CheckDef(
-        "parent_size_within_plan", "parent_blocks", "ERROR",
+        "parent_size_within_plan",
+        "parent_blocks",
+        "ERROR",
         "every parent within the parent pipeline's size bound (derived parents exempt)",
     ),
     CheckDef("parent_quantiles", "parent_blocks", "WARN", "p5/p50/p95 of char_count and token_count in range"),
-    CheckDef("documents_have_parents", "parent_blocks", "ERROR", "every parsed document with text yields a parent block"),
+    CheckDef(
+        "documents_have_parents", "parent_blocks", "ERROR", "every parsed document with text yields a parent block"
+    ),
     # child_chunks
     CheckDef("child_not_empty", "child_chunks", "ERROR", "no chunk is empty or blank"),
     CheckDef("child_unique", "child_chunks", "ERROR", "chunk ids, (doc, index) and (doc, span, text) are unique"),
     CheckDef("child_duplicate_text", "child_chunks", "WARN", "no text repeated within one document"),
     CheckDef(
-        "child_offsets_valid", "child_chunks", "ERROR",
+        "child_offsets_valid",
+        "child_chunks",
+        "ERROR",
         "0 <= start < end <= len(document); text == canonical_text[start:end] unless derived; char_count == len(text)",
     ),
-    CheckDef("child_inside_parent", "child_chunks", "ERROR", "every chunk's parent exists, same document, span inside it"),
     CheckDef(
-        "child_size_within_plan", "child_chunks", "ERROR",
+        "child_inside_parent", "child_chunks", "ERROR", "every chunk's parent exists, same document, span inside it"
+    ),
+    CheckDef(
+        "child_size_within_plan",
+        "child_chunks",
+        "ERROR",
         "every chunk within the child pipeline's size bound (derived and IMAGE/TABLE_IMAGE chunks exempt)",
     ),
     CheckDef(
-        "child_size_above_minimum", "child_chunks", "WARN",
+        "child_size_above_minimum",
+        "child_chunks",
+        "WARN",
         "chunks under the minimum size at most a share (a parent's last chunk and derived chunks exempt)",
     ),
     CheckDef(
-        "child_token_limit", "child_chunks", "ERROR",
+        "child_token_limit",
+        "child_chunks",
+        "ERROR",
         "no chunk over the embedding model's token limit (the model would silently truncate it)",
     ),
     CheckDef("child_quantiles", "child_chunks", "WARN", "p5/p50/p95 of char_count and token_count in range"),
@@ -64,7 +80,9 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("embedding_dimension", "chunk_embeddings", "ERROR", "every vector has the model's dimension"),
     CheckDef("embedding_values_finite", "chunk_embeddings", "ERROR", "no NaN or infinite value, no all-zero vector"),
     CheckDef(
-        "embeddings_cover_chunks", "chunk_embeddings", "ERROR",
+        "embeddings_cover_chunks",
+        "chunk_embeddings",
+        "ERROR",
         "exactly one vector per child chunk, for the chunk's current text",
     ),
 )

@@ -71,7 +71,7 @@ class SizeQuality(_Strict):
     token_count: QuantileRanges | None = None
 
     @model_validator(mode="after")
-    def _min_below_max(self) -> "SizeQuality":
+    def _min_below_max(self) -> SizeQuality:
         for unit in ("chars", "tokens"):
             lo, hi = getattr(self, f"min_{unit}"), getattr(self, f"max_{unit}")
             if lo is not None and hi is not None and lo > hi:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -86,7 +87,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def validate(frame: pd.DataFrame, expectations: Sequence[Expectation], *, suite_name: str = "suite") -> list[ExpectationResult]:
+def validate(
+    frame: pd.DataFrame, expectations: Sequence[Expectation], *, suite_name: str = "suite"
+) -> list[ExpectationResult]:
     """Validate ``expectations`` over ``frame`` with GX; one result per expectation, in
     the given order."""
     if not expectations:

@@ -9,7 +9,8 @@ not apply to the row, which GX then skips) and never decide pass or fail themsel
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd

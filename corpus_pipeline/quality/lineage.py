@@ -60,9 +60,7 @@ def find_chunk(layout: Layout, chunk_id: str) -> dict[str, Any]:
     """The child_chunks row of ``chunk_id`` (with ``_file``: the Parquet file it is in)."""
     files = sorted(layout.table_dir("child_chunks").glob("*/*/*.parquet"))
     if not files:
-        raise StoreError(
-            f"no child_chunks under {layout.warehouse}; index a knowledge base first (`corpus index`)."
-        )
+        raise StoreError(f"no child_chunks under {layout.warehouse}; index a knowledge base first (`corpus index`).")
     chunk_id = chunk_id.strip()
     glob = _q(layout.table_dir("child_chunks") / "*" / "*" / "*.parquet")
     con = duckdb.connect()
@@ -159,7 +157,13 @@ def _excerpt(text: str, start: int, end: int, overlap: int, context: int) -> dic
         "span": span,
         "after": after,
         "overlap_chars": overlap,
-        "highlighted": ("…" if a > 0 else "") + before + HIGHLIGHT[0] + span + HIGHLIGHT[1] + after + ("…" if b < len(text) else ""),
+        "highlighted": ("…" if a > 0 else "")
+        + before
+        + HIGHLIGHT[0]
+        + span
+        + HIGHLIGHT[1]
+        + after
+        + ("…" if b < len(text) else ""),
     }
 
 
@@ -173,7 +177,12 @@ def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> d
     doc_id = row["doc_id"]
     con = duckdb.connect()
     try:
-        parent = _one(con, layout.partition_dir("parent_blocks", kb, version) / "data.parquet", "parent_id = ?", [row["parent_id"]])
+        parent = _one(
+            con,
+            layout.partition_dir("parent_blocks", kb, version) / "data.parquet",
+            "parent_id = ?",
+            [row["parent_id"]],
+        )
         parsed_dir = layout.partition_dir("parsed_blocks", kb)
         doc = _one(con, layout.partition_dir("documents", kb) / "data.parquet", "doc_id = ?", [doc_id])
         texts = _one(con, parsed_dir / "texts.parquet", "doc_id = ?", [doc_id])
@@ -182,7 +191,10 @@ def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> d
             if row.get("derived") and row.get("block_index") is not None:
                 where, params = "doc_id = ? and block_index = ?", [doc_id, row["block_index"]]
             else:
-                where, params = "doc_id = ? and start_offset < ? and end_offset > ?", [doc_id, row["end_offset"], row["start_offset"]]
+                where, params = (
+                    "doc_id = ? and start_offset < ? and end_offset > ?",
+                    [doc_id, row["end_offset"], row["start_offset"]],
+                )
             blocks = _rows(
                 con,
                 f"select block_index, block_type, page_num, section_path, level, start_offset, end_offset, image_id, "
@@ -193,7 +205,9 @@ def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> d
         image = None
         if row.get("image_id"):
             image = _one(
-                con, layout.partition_dir("image_descriptions", kb) / "data.parquet", "image_id = ? and doc_id = ?",
+                con,
+                layout.partition_dir("image_descriptions", kb) / "data.parquet",
+                "image_id = ? and doc_id = ?",
                 [row["image_id"], doc_id],
             )
     finally:
@@ -218,7 +232,9 @@ def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> d
     document["start_offset"], document["end_offset"] = row["start_offset"], row["end_offset"]
     document["section_path"] = row.get("section_path")
     if canonical is not None:
-        document["excerpt"] = _excerpt(canonical, row["start_offset"], row["end_offset"], row.get("overlap_chars") or 0, context_chars)
+        document["excerpt"] = _excerpt(
+            canonical, row["start_offset"], row["end_offset"], row.get("overlap_chars") or 0, context_chars
+        )
         if not row.get("derived"):
             ok = canonical[row["start_offset"] : row["end_offset"]] == row["text"]
             document["offsets_verified"] = ok

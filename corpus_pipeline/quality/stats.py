@@ -47,17 +47,20 @@ def _columns(con: duckdb.DuckDBPyConnection, rel: str) -> set[str]:
 def _summary(con: duckdb.DuckDBPyConnection, rel: str, col: str) -> dict[str, Any]:
     # The value at position floor(q * (n - 1)) of the sorted column: pandas'
     # interpolation="lower", which the GX suites use (DuckDB's quantile_disc is nearest-rank).
-    picks = ", ".join(
-        f"list_extract(s, cast(floor({q} * (n - 1)) as bigint) + 1)" for q in QUANTILES.values()
-    )
+    picks = ", ".join(f"list_extract(s, cast(floor({q} * (n - 1)) as bigint) + 1)" for q in QUANTILES.values())
     row = con.execute(
         f"select lo, {picks}, hi, mean from (select min({col}) lo, max({col}) hi, avg({col}) mean, "
         f"count({col}) n, list_sort(list({col})) s from {rel})"
     ).fetchone()
     if row is None or row[0] is None:
-        return {"min": None, **{q: None for q in QUANTILES}, "max": None, "mean": None}
+        return {"min": None, **dict.fromkeys(QUANTILES), "max": None, "mean": None}
     lo, *quant, hi, mean = row
-    return {"min": int(lo), **{q: int(v) for q, v in zip(QUANTILES, quant)}, "max": int(hi), "mean": round(float(mean), 1)}
+    return {
+        "min": int(lo),
+        **{q: int(v) for q, v in zip(QUANTILES, quant)},
+        "max": int(hi),
+        "mean": round(float(mean), 1),
+    }
 
 
 def table_stats(source: Source, *, token_limit: int | None = None) -> dict[str, Any]:
@@ -95,7 +98,9 @@ def _nice_width(span: float, bins: int) -> int:
     return int(math.ceil(raw))
 
 
-def histogram(source: Source, column: str = "token_count", *, bins: int = 10, limit: int | None = None) -> dict[str, Any]:
+def histogram(
+    source: Source, column: str = "token_count", *, bins: int = 10, limit: int | None = None
+) -> dict[str, Any]:
     """Equal-width bins from 0 over ``column``: ``{"column", "width", "bins": [{lo, hi, count}]}``
     (``hi`` exclusive). With ``limit``, the bin edges include it so bars above it are exact."""
     con = duckdb.connect()
@@ -106,7 +111,9 @@ def histogram(source: Source, column: str = "token_count", *, bins: int = 10, li
             return {"column": column, "width": 0, "bins": []}
         width = _nice_width(max(float(top), float(limit or 0)) + 1, bins)
         rows = dict(
-            con.execute(f"select cast(floor({column} / {width}) as bigint) b, count(*) from {rel} group by 1").fetchall()
+            con.execute(
+                f"select cast(floor({column} / {width}) as bigint) b, count(*) from {rel} group by 1"
+            ).fetchall()
         )
         n = int(top) // width + 1
         out = [{"lo": i * width, "hi": (i + 1) * width, "count": int(rows.get(i, 0))} for i in range(n)]
@@ -230,6 +237,10 @@ def compare(stats: list[dict[str, Any]]) -> dict[str, Any]:
         d: dict[str, Any] = {"count": (sb.get("count") or 0) - (sa.get("count") or 0)}
         for col in ("char_count", "token_count"):
             ca, cb = sa.get(col) or {}, sb.get(col) or {}
-            d[col] = {k: cb[k] - ca[k] for k in ("min", "p5", "p50", "p95", "max") if ca.get(k) is not None and cb.get(k) is not None}
+            d[col] = {
+                k: cb[k] - ca[k]
+                for k in ("min", "p5", "p50", "p95", "max")
+                if ca.get(k) is not None and cb.get(k) is not None
+            }
         delta[asset] = d
     return delta

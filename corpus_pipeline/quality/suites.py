@@ -15,8 +15,9 @@ and a message that says what to change.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -72,7 +73,11 @@ def _pair_gt(check: str, a: str, b: str, *, or_equal: bool, rule: str, mostly: f
 
 
 def _pair_eq(check: str, a: str, b: str, rule: str) -> Expectation:
-    return _e(check, rule, _gx().ExpectColumnPairValuesToBeEqual(column_A=a, column_B=b, ignore_row_if="either_value_is_missing"))
+    return _e(
+        check,
+        rule,
+        _gx().ExpectColumnPairValuesToBeEqual(column_A=a, column_B=b, ignore_row_if="either_value_is_missing"),
+    )
 
 
 def _example(row: Mapping[str, Any], cols: Sequence[str]) -> dict[str, Any]:
@@ -91,7 +96,9 @@ def _example(row: Mapping[str, Any], cols: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _quantile_expectation(check: str, column: str, ranges: Mapping[str, tuple[float | None, float | None]]) -> Expectation | None:
+def _quantile_expectation(
+    check: str, column: str, ranges: Mapping[str, tuple[float | None, float | None]]
+) -> Expectation | None:
     qs = [q for q in QUANTILES if q in ranges]
     if not qs:
         return None
@@ -134,7 +141,9 @@ def _fold(
         if spec.table_level:
             observed: dict[str, Any] = {r.rule: r.observed for r in rs}
             failed = sum(
-                sum(1 for ok in _quantile_flags(r, spec.threshold) if not ok) for r in rs if not r.success and not r.error
+                sum(1 for ok in _quantile_flags(r, spec.threshold) if not ok)
+                for r in rs
+                if not r.success and not r.error
             )
             checked = len(frame)
             rows: list[int] = []
@@ -203,7 +212,9 @@ def _quantile_flags(r: ExpectationResult, threshold: Mapping[str, Any]) -> list[
     return out
 
 
-def _run(suites: Mapping[str, tuple[pd.DataFrame, Sequence[Expectation | None]]], asset: str) -> list[ExpectationResult]:
+def _run(
+    suites: Mapping[str, tuple[pd.DataFrame, Sequence[Expectation | None]]], asset: str
+) -> list[ExpectationResult]:
     """Validate each frame with its expectations (one GX suite per frame)."""
     results: list[ExpectationResult] = []
     for key, (frame, exps) in suites.items():
@@ -292,37 +303,85 @@ def check_parent_blocks(parents: Table, texts: Table | Mapping[str, str], thresh
     df = fr.add_span_columns(df, canon)
     df = fr.add_limit_columns(df, tt, th.token_slack, minimum=False)
     df = _with_row(df)
-    docs = _with_row(fr.add_coverage_column(fr.document_frame(texts), df)) if not isinstance(texts, Mapping) else _with_row(
-        fr.add_coverage_column(pd.DataFrame({"doc_id": list(canon), "path": None}), df)
+    docs = (
+        _with_row(fr.add_coverage_column(fr.document_frame(texts), df))
+        if not isinstance(texts, Mapping)
+        else _with_row(fr.add_coverage_column(pd.DataFrame({"doc_id": list(canon), "path": None}), df))
     )
-    rows = (
-        [
-            *_empty_rules("parent_not_empty"),
-            _e("parent_unique", "parent_id unique", gx.ExpectColumnValuesToBeUnique(column="parent_id")),
-            _e("parent_unique", "(doc_id, parent_index) unique", gx.ExpectCompoundColumnsToBeUnique(column_list=["doc_id", "parent_index"])),
-            _e(
-                "parent_unique", "(doc_id, start, end, text) unique",
-                gx.ExpectCompoundColumnsToBeUnique(column_list=["doc_id", "start_offset", "end_offset", "text"]),
-            ),
-            *_span_rules("parent", "parent"),
-            *_size_rules("parent_size_within_plan", tt),
-            *([] if not len(df) else [
+    rows = [
+        *_empty_rules("parent_not_empty"),
+        _e("parent_unique", "parent_id unique", gx.ExpectColumnValuesToBeUnique(column="parent_id")),
+        _e(
+            "parent_unique",
+            "(doc_id, parent_index) unique",
+            gx.ExpectCompoundColumnsToBeUnique(column_list=["doc_id", "parent_index"]),
+        ),
+        _e(
+            "parent_unique",
+            "(doc_id, start, end, text) unique",
+            gx.ExpectCompoundColumnsToBeUnique(column_list=["doc_id", "start_offset", "end_offset", "text"]),
+        ),
+        *_span_rules("parent", "parent"),
+        *_size_rules("parent_size_within_plan", tt),
+        *(
+            []
+            if not len(df)
+            else [
                 _quantile_expectation("parent_quantiles", "char_count", tt.char_count),
                 _quantile_expectation("parent_quantiles", "token_count", tt.token_count),
-            ]),
-        ]
-    )
-    doc_rules = [_e("documents_have_parents", "parent blocks per document >= 1", gx.ExpectColumnValuesToBeBetween(column="_count", min_value=1))]
+            ]
+        ),
+    ]
+    doc_rules = [
+        _e(
+            "documents_have_parents",
+            "parent blocks per document >= 1",
+            gx.ExpectColumnValuesToBeBetween(column="_count", min_value=1),
+        )
+    ]
     frames = {"rows": df, "docs": docs}
     results = _run({"rows": (df, rows), "docs": (docs, doc_rules)}, "parent_blocks")
     ids = ["parent_id", "doc_path", "parent_index"]
     specs = {
-        "parent_not_empty": _Spec("rows", ids, {"text": "non-blank"}, "parent blocks", "Empty parents come from a strategy that kept a blank span."),
-        "parent_unique": _Spec("rows", ids, {"unique": ["parent_id", "(doc_id, parent_index)", "(doc_id, start, end, text)"]}, "parent blocks", "Duplicate parents: ids or spans repeat within the partition."),
-        "parent_offsets_valid": _Spec("rows", ids, {"text": "canonical_text[start_offset:end_offset] unless derived"}, "parent blocks", "Offsets no longer point at the parent's text in the document's canonical text."),
-        "parent_size_within_plan": _Spec("rows", ids, _size_threshold(tt, th), "parent blocks", _size_hint, worst_first="char_count"),
-        "parent_quantiles": _Spec("rows", [], _quantile_threshold(tt), "parent blocks", "The distribution of parent sizes is outside the configured ranges (kb.yaml quality.parent).", table_level=True),
-        "documents_have_parents": _Spec("docs", ["doc_id", "path"], {"min_parents_per_document": 1}, "documents with text", "These documents have text but produced no parent block."),
+        "parent_not_empty": _Spec(
+            "rows",
+            ids,
+            {"text": "non-blank"},
+            "parent blocks",
+            "Empty parents come from a strategy that kept a blank span.",
+        ),
+        "parent_unique": _Spec(
+            "rows",
+            ids,
+            {"unique": ["parent_id", "(doc_id, parent_index)", "(doc_id, start, end, text)"]},
+            "parent blocks",
+            "Duplicate parents: ids or spans repeat within the partition.",
+        ),
+        "parent_offsets_valid": _Spec(
+            "rows",
+            ids,
+            {"text": "canonical_text[start_offset:end_offset] unless derived"},
+            "parent blocks",
+            "Offsets no longer point at the parent's text in the document's canonical text.",
+        ),
+        "parent_size_within_plan": _Spec(
+            "rows", ids, _size_threshold(tt, th), "parent blocks", _size_hint, worst_first="char_count"
+        ),
+        "parent_quantiles": _Spec(
+            "rows",
+            [],
+            _quantile_threshold(tt),
+            "parent blocks",
+            "The distribution of parent sizes is outside the configured ranges (kb.yaml quality.parent).",
+            table_level=True,
+        ),
+        "documents_have_parents": _Spec(
+            "docs",
+            ["doc_id", "path"],
+            {"min_parents_per_document": 1},
+            "documents with text",
+            "These documents have text but produced no parent block.",
+        ),
     }
     extra = {
         "parent_size_within_plan": ["char_count", "_max_chars", "token_count", "_max_tokens"],
@@ -340,9 +399,13 @@ def _with_quantiles(o: CheckOutcome, df: pd.DataFrame) -> CheckOutcome:
         return o
     observed = _quantile_observed(df)
     if not len(df):
-        return CheckOutcome(**{**o.__dict__, "message": f"{o.name}: no rows in this partition; nothing to measure.", "observed": {}})
+        return CheckOutcome(
+            **{**o.__dict__, "message": f"{o.name}: no rows in this partition; nothing to measure.", "observed": {}}
+        )
     if not o.threshold.get("char_count") and not o.threshold.get("token_count"):
-        return CheckOutcome(**{**o.__dict__, "message": f"{o.name}: no quantile ranges configured or derivable.", "observed": observed})
+        return CheckOutcome(
+            **{**o.__dict__, "message": f"{o.name}: no quantile ranges configured or derivable.", "observed": observed}
+        )
     if o.passed or o.observed.get("errors"):
         return CheckOutcome(**{**o.__dict__, "observed": observed})
     out_of_range = []
@@ -357,13 +420,17 @@ def _with_quantiles(o: CheckOutcome, df: pd.DataFrame) -> CheckOutcome:
                 out_of_range.append(f"{col} {q} = {v} > {hi:g}")
     hint = o.message[len(o.name) + 2 :]
     message = f"{o.name}: {', '.join(out_of_range) or 'a quantile is out of range'}. {hint}"
-    return CheckOutcome(**{**o.__dict__, "observed": observed, "message": message, "failed": max(o.failed, len(out_of_range))})
+    return CheckOutcome(
+        **{**o.__dict__, "observed": observed, "message": message, "failed": max(o.failed, len(out_of_range))}
+    )
 
 
 # --------------------------------------------------------------------------- child_chunks
 
 
-def check_child_chunks(children: Table, parents: Table, texts: Table | Mapping[str, str], thresholds: Thresholds) -> list[CheckOutcome]:
+def check_child_chunks(
+    children: Table, parents: Table, texts: Table | Mapping[str, str], thresholds: Thresholds
+) -> list[CheckOutcome]:
     """The child_chunks suite over one partition."""
     gx = _gx()
     th, tt = thresholds, thresholds.child
@@ -374,39 +441,77 @@ def check_child_chunks(children: Table, parents: Table, texts: Table | Mapping[s
     df = fr.add_limit_columns(df, tt, th.token_slack, minimum=True)
     df = fr.add_parent_columns(df, pdf)
     df = _with_row(df)
-    doc_frame = fr.document_frame(texts) if not isinstance(texts, Mapping) else pd.DataFrame({"doc_id": list(canon), "path": None})
+    doc_frame = (
+        fr.document_frame(texts)
+        if not isinstance(texts, Mapping)
+        else pd.DataFrame({"doc_id": list(canon), "path": None})
+    )
     docs = _with_row(fr.add_coverage_column(doc_frame, df))
     mostly = max(0.0, 1.0 - tt.small_share)
-    rows = (
-        [
-            *_empty_rules("child_not_empty"),
-            _e("child_unique", "chunk_id unique", gx.ExpectColumnValuesToBeUnique(column="chunk_id")),
-            _e("child_unique", "(doc_id, chunk_index) unique", gx.ExpectCompoundColumnsToBeUnique(column_list=["doc_id", "chunk_index"])),
-            _e(
-                "child_unique", "(doc_id, start, end, text) unique",
-                gx.ExpectCompoundColumnsToBeUnique(column_list=["doc_id", "start_offset", "end_offset", "text"]),
-            ),
-            _e("child_duplicate_text", "(doc_id, text) unique", gx.ExpectCompoundColumnsToBeUnique(column_list=["doc_id", "text"])),
-            *_span_rules("child", "chunk"),
-            _e("child_inside_parent", "parent exists", gx.ExpectColumnValuesToNotBeNull(column="_parent_start")),
-            _pair_eq("child_inside_parent", "doc_id", "_parent_doc", rule="same document as the parent"),
-            _pair_gt("child_inside_parent", "_span_start", "_parent_start", or_equal=True, rule="start_offset >= parent start"),
-            _pair_gt("child_inside_parent", "_parent_end", "_span_end", or_equal=True, rule="end_offset <= parent end"),
-            *_size_rules("child_size_within_plan", tt),
-            _pair_gt("child_size_above_minimum", "char_count", "_min_chars", or_equal=True, rule="char_count >= min_chars", mostly=mostly),
-            _pair_gt("child_size_above_minimum", "token_count", "_min_tokens", or_equal=True, rule="token_count >= min_tokens", mostly=mostly),
-            _e("child_token_limit", "token_count not null", gx.ExpectColumnValuesToNotBeNull(column="token_count")),
-            _e(
-                "child_token_limit", f"token_count <= {th.token_limit}",
-                gx.ExpectColumnValuesToBeBetween(column="token_count", max_value=th.token_limit),
-            ),
-            *([] if not len(df) else [
+    rows = [
+        *_empty_rules("child_not_empty"),
+        _e("child_unique", "chunk_id unique", gx.ExpectColumnValuesToBeUnique(column="chunk_id")),
+        _e(
+            "child_unique",
+            "(doc_id, chunk_index) unique",
+            gx.ExpectCompoundColumnsToBeUnique(column_list=["doc_id", "chunk_index"]),
+        ),
+        _e(
+            "child_unique",
+            "(doc_id, start, end, text) unique",
+            gx.ExpectCompoundColumnsToBeUnique(column_list=["doc_id", "start_offset", "end_offset", "text"]),
+        ),
+        _e(
+            "child_duplicate_text",
+            "(doc_id, text) unique",
+            gx.ExpectCompoundColumnsToBeUnique(column_list=["doc_id", "text"]),
+        ),
+        *_span_rules("child", "chunk"),
+        _e("child_inside_parent", "parent exists", gx.ExpectColumnValuesToNotBeNull(column="_parent_start")),
+        _pair_eq("child_inside_parent", "doc_id", "_parent_doc", rule="same document as the parent"),
+        _pair_gt(
+            "child_inside_parent", "_span_start", "_parent_start", or_equal=True, rule="start_offset >= parent start"
+        ),
+        _pair_gt("child_inside_parent", "_parent_end", "_span_end", or_equal=True, rule="end_offset <= parent end"),
+        *_size_rules("child_size_within_plan", tt),
+        _pair_gt(
+            "child_size_above_minimum",
+            "char_count",
+            "_min_chars",
+            or_equal=True,
+            rule="char_count >= min_chars",
+            mostly=mostly,
+        ),
+        _pair_gt(
+            "child_size_above_minimum",
+            "token_count",
+            "_min_tokens",
+            or_equal=True,
+            rule="token_count >= min_tokens",
+            mostly=mostly,
+        ),
+        _e("child_token_limit", "token_count not null", gx.ExpectColumnValuesToNotBeNull(column="token_count")),
+        _e(
+            "child_token_limit",
+            f"token_count <= {th.token_limit}",
+            gx.ExpectColumnValuesToBeBetween(column="token_count", max_value=th.token_limit),
+        ),
+        *(
+            []
+            if not len(df)
+            else [
                 _quantile_expectation("child_quantiles", "char_count", tt.char_count),
                 _quantile_expectation("child_quantiles", "token_count", tt.token_count),
-            ]),
-        ]
-    )
-    doc_rules = [_e("documents_have_chunks", "chunks per document >= 1", gx.ExpectColumnValuesToBeBetween(column="_count", min_value=1))]
+            ]
+        ),
+    ]
+    doc_rules = [
+        _e(
+            "documents_have_chunks",
+            "chunks per document >= 1",
+            gx.ExpectColumnValuesToBeBetween(column="_count", min_value=1),
+        )
+    ]
     frames = {"rows": df, "docs": docs}
     results = _run({"rows": (df, rows), "docs": (docs, doc_rules)}, "child_chunks")
     ids = ["chunk_id", "doc_path", "chunk_index"]
@@ -417,22 +522,72 @@ def check_child_chunks(children: Table, parents: Table, texts: Table | Mapping[s
         "exempt": "each parent's last chunk (so each document's last), derived and image chunks",
     }
     specs = {
-        "child_not_empty": _Spec("rows", ids, {"text": "non-blank"}, "chunks", "Empty chunks waste an embedding and a search slot."),
-        "child_unique": _Spec("rows", ids, {"unique": ["chunk_id", "(doc_id, chunk_index)", "(doc_id, start, end, text)"]}, "chunks", "The same chunk appears twice: ids or spans repeat within the partition."),
-        "child_duplicate_text": _Spec("rows", ids, {"unique": "(doc_id, text)"}, "chunks", "The same text is chunked twice in one document (repeated boilerplate, or a splitter emitting a span twice)."),
-        "child_offsets_valid": _Spec("rows", ids, {"text": "canonical_text[start_offset:end_offset] unless derived"}, "chunks", "Offsets no longer point at the chunk's text: lineage and highlighting would be wrong."),
-        "child_inside_parent": _Spec("rows", ids, {"span": "parent.start <= start < end <= parent.end (derived: parent exists, same document)"}, "chunks", "Children must lie inside the parent block search elevates them to."),
-        "child_size_within_plan": _Spec("rows", ids, _size_threshold(tt, th), "chunks", _size_hint, worst_first="char_count"),
-        "child_size_above_minimum": _Spec("rows", ids, min_threshold, "chunks", f"More than {tt.small_share:.0%} of the chunks are under the minimum: fragments retrieve poorly. Raise the plan's minimum or merge small pieces."),
+        "child_not_empty": _Spec(
+            "rows", ids, {"text": "non-blank"}, "chunks", "Empty chunks waste an embedding and a search slot."
+        ),
+        "child_unique": _Spec(
+            "rows",
+            ids,
+            {"unique": ["chunk_id", "(doc_id, chunk_index)", "(doc_id, start, end, text)"]},
+            "chunks",
+            "The same chunk appears twice: ids or spans repeat within the partition.",
+        ),
+        "child_duplicate_text": _Spec(
+            "rows",
+            ids,
+            {"unique": "(doc_id, text)"},
+            "chunks",
+            "The same text is chunked twice in one document (repeated boilerplate, or a splitter emitting a span twice).",
+        ),
+        "child_offsets_valid": _Spec(
+            "rows",
+            ids,
+            {"text": "canonical_text[start_offset:end_offset] unless derived"},
+            "chunks",
+            "Offsets no longer point at the chunk's text: lineage and highlighting would be wrong.",
+        ),
+        "child_inside_parent": _Spec(
+            "rows",
+            ids,
+            {"span": "parent.start <= start < end <= parent.end (derived: parent exists, same document)"},
+            "chunks",
+            "Children must lie inside the parent block search elevates them to.",
+        ),
+        "child_size_within_plan": _Spec(
+            "rows", ids, _size_threshold(tt, th), "chunks", _size_hint, worst_first="char_count"
+        ),
+        "child_size_above_minimum": _Spec(
+            "rows",
+            ids,
+            min_threshold,
+            "chunks",
+            f"More than {tt.small_share:.0%} of the chunks are under the minimum: fragments retrieve poorly. Raise the plan's minimum or merge small pieces.",
+        ),
         "child_token_limit": _Spec(
-            "rows", ids, {"max_tokens": limit, "model_limit": "max_seq_length - 2"}, "chunks",
+            "rows",
+            ids,
+            {"max_tokens": limit, "model_limit": "max_seq_length - 2"},
+            "chunks",
             f"The embedding model silently truncates input over {limit} tokens, so the end of these chunks would never be "
             "searchable. Lower the child size (e.g. chunking.child.RECURSIVE.max_chars) or measure in tokens "
             f"(size_unit: tokens, max_tokens <= {limit}).",
             worst_first="token_count",
         ),
-        "child_quantiles": _Spec("rows", [], _quantile_threshold(tt), "chunks", "The distribution of chunk sizes is outside the configured ranges (kb.yaml quality.child).", table_level=True),
-        "documents_have_chunks": _Spec("docs", ["doc_id", "path"], {"min_chunks_per_document": 1}, "documents with text", "These documents have text but produced no chunk: they can never be found."),
+        "child_quantiles": _Spec(
+            "rows",
+            [],
+            _quantile_threshold(tt),
+            "chunks",
+            "The distribution of chunk sizes is outside the configured ranges (kb.yaml quality.child).",
+            table_level=True,
+        ),
+        "documents_have_chunks": _Spec(
+            "docs",
+            ["doc_id", "path"],
+            {"min_chunks_per_document": 1},
+            "documents with text",
+            "These documents have text but produced no chunk: they can never be found.",
+        ),
     }
     extra = {
         "child_size_within_plan": ["char_count", "_max_chars", "token_count", "_max_tokens", "strategy"],
@@ -463,29 +618,71 @@ def check_chunk_embeddings(embeddings: pa.Table, children: Table, thresholds: Th
     child_hash = cdf.drop_duplicates("chunk_id").set_index("chunk_id")["text_hash"]
     df = _with_row(df.assign(_child_text_hash=df["chunk_id"].map(child_hash).astype(object)))
     dim = th.embedding_dimension
-    dim_rules: list[Expectation] = [_e("embedding_dimension", "vector not null", gx.ExpectColumnValuesToNotBeNull(column="_dim"))]
+    dim_rules: list[Expectation] = [
+        _e("embedding_dimension", "vector not null", gx.ExpectColumnValuesToNotBeNull(column="_dim"))
+    ]
     if dim is not None:
-        dim_rules.append(_e("embedding_dimension", f"dimension == {dim}", gx.ExpectColumnValuesToBeBetween(column="_dim", min_value=dim, max_value=dim)))
+        dim_rules.append(
+            _e(
+                "embedding_dimension",
+                f"dimension == {dim}",
+                gx.ExpectColumnValuesToBeBetween(column="_dim", min_value=dim, max_value=dim),
+            )
+        )
     else:
-        dim_rules.append(_e("embedding_dimension", "one dimension", gx.ExpectColumnUniqueValueCountToBeBetween(column="_dim", min_value=0, max_value=1)))
-    rows = (
-        [
-            *dim_rules,
-            _e("embedding_values_finite", "no NaN or inf", gx.ExpectColumnValuesToBeBetween(column="_nonfinite", max_value=0)),
-            _e("embedding_values_finite", "norm > 0", gx.ExpectColumnValuesToBeBetween(column="_norm", min_value=0, strict_min=True)),
-            _e("embeddings_cover_chunks", "chunk_id unique", gx.ExpectColumnValuesToBeUnique(column="chunk_id")),
-            _e("embeddings_cover_chunks", "chunk exists", gx.ExpectColumnValuesToNotBeNull(column="_child_text_hash")),
-            _pair_eq("embeddings_cover_chunks", "text_hash", "_child_text_hash", rule="text_hash == chunk text_hash"),
-            _e("embeddings_cover_chunks", f"one vector per chunk ({len(cdf)})", gx.ExpectTableRowCountToEqual(value=len(cdf))),
-        ]
-    )
+        dim_rules.append(
+            _e(
+                "embedding_dimension",
+                "one dimension",
+                gx.ExpectColumnUniqueValueCountToBeBetween(column="_dim", min_value=0, max_value=1),
+            )
+        )
+    rows = [
+        *dim_rules,
+        _e(
+            "embedding_values_finite",
+            "no NaN or inf",
+            gx.ExpectColumnValuesToBeBetween(column="_nonfinite", max_value=0),
+        ),
+        _e(
+            "embedding_values_finite",
+            "norm > 0",
+            gx.ExpectColumnValuesToBeBetween(column="_norm", min_value=0, strict_min=True),
+        ),
+        _e("embeddings_cover_chunks", "chunk_id unique", gx.ExpectColumnValuesToBeUnique(column="chunk_id")),
+        _e("embeddings_cover_chunks", "chunk exists", gx.ExpectColumnValuesToNotBeNull(column="_child_text_hash")),
+        _pair_eq("embeddings_cover_chunks", "text_hash", "_child_text_hash", rule="text_hash == chunk text_hash"),
+        _e(
+            "embeddings_cover_chunks",
+            f"one vector per chunk ({len(cdf)})",
+            gx.ExpectTableRowCountToEqual(value=len(cdf)),
+        ),
+    ]
     frames = {"rows": df}
     results = _run({"rows": (df, rows)}, "chunk_embeddings")
     ids = ["chunk_id"]
     specs = {
-        "embedding_dimension": _Spec("rows", ids, {"dimension": dim}, "vectors", "Vectors of another size cannot be searched together: was the model changed without a new strategy version?"),
-        "embedding_values_finite": _Spec("rows", ids, {"nonfinite": 0, "norm": "> 0"}, "vectors", "NaN, infinite or all-zero vectors never match a query."),
-        "embeddings_cover_chunks": _Spec("rows", ids, {"vectors_per_chunk": 1, "chunks": len(cdf)}, "vectors", "Every chunk needs exactly one vector for its current text."),
+        "embedding_dimension": _Spec(
+            "rows",
+            ids,
+            {"dimension": dim},
+            "vectors",
+            "Vectors of another size cannot be searched together: was the model changed without a new strategy version?",
+        ),
+        "embedding_values_finite": _Spec(
+            "rows",
+            ids,
+            {"nonfinite": 0, "norm": "> 0"},
+            "vectors",
+            "NaN, infinite or all-zero vectors never match a query.",
+        ),
+        "embeddings_cover_chunks": _Spec(
+            "rows",
+            ids,
+            {"vectors_per_chunk": 1, "chunks": len(cdf)},
+            "vectors",
+            "Every chunk needs exactly one vector for its current text.",
+        ),
     }
     extra = {
         "embedding_dimension": ["_dim"],

@@ -93,10 +93,15 @@ class Evidence:
     dropped_by_budget: tuple[str, ...] = field(default_factory=tuple)
 
 
-def parent_boost(extra_hits: int, channels_hit: int, settings: SearchSettings, n_channels: int = len(CHANNELS)) -> float:
+def parent_boost(
+    extra_hits: int, channels_hit: int, settings: SearchSettings, n_channels: int = len(CHANNELS)
+) -> float:
     """The multiplier's increment: ``0.12 × min(extra, 3) + 0.10 × weight`` by default."""
     weight = (channels_hit - 1) / (n_channels - 1) if n_channels > 1 and channels_hit > 1 else 0.0
-    return settings.extra_hit_boost * min(max(extra_hits, 0), settings.max_extra_hits) + settings.multi_channel_boost * weight
+    return (
+        settings.extra_hit_boost * min(max(extra_hits, 0), settings.max_extra_hits)
+        + settings.multi_channel_boost * weight
+    )
 
 
 def _fallback_parent(child: ChildHit) -> Parent:
@@ -105,7 +110,9 @@ def _fallback_parent(child: ChildHit) -> Parent:
     return Parent(child.parent_id, child.text, child.doc_path, child.section_path, child.start_offset, child.end_offset)
 
 
-def elevate(children: Sequence[ChildHit], parents: Mapping[str, Parent], settings: SearchSettings) -> list[ParentResult]:
+def elevate(
+    children: Sequence[ChildHit], parents: Mapping[str, Parent], settings: SearchSettings
+) -> list[ParentResult]:
     """Group fused children by parent, score each parent, keep the best ``final_top_k``.
 
     ``children`` are best first. Ties between parents are broken by their best child's
@@ -126,10 +133,18 @@ def elevate(children: Sequence[ChildHit], parents: Mapping[str, Parent], setting
         parent = parent or _fallback_parent(hits[0])
         results.append(
             ParentResult(
-                parent_id=pid, score=best * (1.0 + boost), best_child_score=best, boost=boost,
-                text=parent.text, doc_path=parent.doc_path, section_path=parent.section_path,
-                start_offset=parent.start_offset, end_offset=parent.end_offset, hits=tuple(hits),
-                parent_found=found, overlap_chars=parent.overlap_chars,
+                parent_id=pid,
+                score=best * (1.0 + boost),
+                best_child_score=best,
+                boost=boost,
+                text=parent.text,
+                doc_path=parent.doc_path,
+                section_path=parent.section_path,
+                start_offset=parent.start_offset,
+                end_offset=parent.end_offset,
+                hits=tuple(hits),
+                parent_found=found,
+                overlap_chars=parent.overlap_chars,
             )
         )
     results.sort(key=lambda r: (-r.score, first_seen[r.parent_id]))
@@ -167,7 +182,11 @@ def _cut(result: ParentResult, max_chars: int) -> ParentResult:
     start = min(max(result.start_offset, base + a), result.end_offset)
     end = max(start, min(result.end_offset, base + b))
     return replace(
-        result, text=result.text[a:b], start_offset=start, end_offset=end, truncated=True,
+        result,
+        text=result.text[a:b],
+        start_offset=start,
+        end_offset=end,
+        truncated=True,
         overlap_chars=max(0, result.overlap_chars - a),
     )
 
@@ -192,7 +211,12 @@ def format_evidence(results: Sequence[ParentResult], settings: SearchSettings) -
     """The prompt form of seed 003: each parent's text, then its hit children's first chars."""
     parts = []
     for n, r in enumerate(results, 1):
-        lines = [f"[{n}] {r.doc_path}" + (f" — {r.section_path}" if r.section_path else ""), r.text, "", "Matched child passages:"]
+        lines = [
+            f"[{n}] {r.doc_path}" + (f" — {r.section_path}" if r.section_path else ""),
+            r.text,
+            "",
+            "Matched child passages:",
+        ]
         lines += [f"child#{i}: {h.preview(settings.hit_preview_chars)}" for i, h in enumerate(r.hits, 1)]
         parts.append("\n".join(lines))
     return "\n\n".join(parts)

@@ -143,7 +143,9 @@ class Question:
 def load_questions(path: Path) -> list[Question]:
     """Read a questions JSONL file; errors name the file, line and key."""
     if not path.exists():
-        raise ConfigError(f"questions file {path} does not exist; write one JSON object per line (see `corpus eval --help`).")
+        raise ConfigError(
+            f"questions file {path} does not exist; write one JSON object per line (see `corpus eval --help`)."
+        )
     out: list[Question] = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -160,11 +162,15 @@ def load_questions(path: Path) -> list[Question]:
             raise ConfigError(f"{where}: needs 'references': a non-empty list of {{doc_path, start, end}}.")
         parsed = []
         for i, r in enumerate(refs):
-            ok = isinstance(r, dict) and isinstance(r.get("doc_path"), str) and all(
-                isinstance(r.get(k), int) and not isinstance(r.get(k), bool) for k in ("start", "end")
+            ok = (
+                isinstance(r, dict)
+                and isinstance(r.get("doc_path"), str)
+                and all(isinstance(r.get(k), int) and not isinstance(r.get(k), bool) for k in ("start", "end"))
             )
             if not ok or not 0 <= r["start"] < r["end"]:
-                raise ConfigError(f"{where}: references[{i}] = {r!r}: needs doc_path (string) and 0 <= start < end (integers).")
+                raise ConfigError(
+                    f"{where}: references[{i}] = {r!r}: needs doc_path (string) and 0 <= start < end (integers)."
+                )
             parsed.append(Reference(r["doc_path"], r["start"], r["end"], r.get("text")))
         out.append(Question(str(row.get("id") or f"q{n}"), row["question"], tuple(parsed)))
     if not out:
@@ -197,17 +203,23 @@ def anchor_references(questions: Sequence[Question], texts: Mapping[str, str]) -
                 continue
             if r.text is None or doc[r.start : r.end] == r.text:
                 if r.end > len(doc):
-                    notes.append(f"{q.id}: {r.doc_path} [{r.start}:{r.end}] is past the end ({len(doc)} chars); skipped")
+                    notes.append(
+                        f"{q.id}: {r.doc_path} [{r.start}:{r.end}] is past the end ({len(doc)} chars); skipped"
+                    )
                     continue
                 refs.append(r)
                 continue
             at = doc.find(r.text)
             if at >= 0 and doc.find(r.text, at + 1) < 0:
-                notes.append(f"{q.id}: {r.doc_path} [{r.start}:{r.end}] drifted; re-anchored at [{at}:{at + len(r.text)}]")
+                notes.append(
+                    f"{q.id}: {r.doc_path} [{r.start}:{r.end}] drifted; re-anchored at [{at}:{at + len(r.text)}]"
+                )
                 refs.append(Reference(r.doc_path, at, at + len(r.text), r.text))
             else:
                 where = "not found" if at < 0 else "found more than once"
-                notes.append(f"{q.id}: {r.doc_path} [{r.start}:{r.end}] does not hold its text, which is {where}; skipped")
+                notes.append(
+                    f"{q.id}: {r.doc_path} [{r.start}:{r.end}] does not hold its text, which is {where}; skipped"
+                )
         if refs:
             kept.append(Question(q.id, q.question, tuple(refs)))
         else:
@@ -304,8 +316,12 @@ def evaluate(searcher: Searcher, questions: Sequence[Question], *, notes: Sequen
         children = [Span(h.doc_path, h.start_offset, h.end_offset) for r in res.results for h in r.hits]
         report.questions.append(
             QuestionScores(
-                q.id, q.question, span_scores(children, q.references), span_scores(parents, q.references),
-                _first_relevant_rank(res, q.references), tuple(parents),
+                q.id,
+                q.question,
+                span_scores(children, q.references),
+                span_scores(parents, q.references),
+                _first_relevant_rank(res, q.references),
+                tuple(parents),
             )
         )
     report.seconds = time.perf_counter() - t0
@@ -343,7 +359,11 @@ def evaluate_partition(layout: Layout, kb: KnowledgeBase, version: str) -> EvalR
     if not questions.exists():
         return None
     report = evaluate_version(
-        layout, kb.name, version, questions, model=kb.config.embedding.model,
+        layout,
+        kb.name,
+        version,
+        questions,
+        model=kb.config.embedding.model,
         settings=SearchSettings.from_mapping(kb.config.search),
     )
     folder = layout.partition_dir("retrieval_eval", kb.name, version)

@@ -47,7 +47,16 @@ from corpus_pipeline.retrieval.fusion import (
 from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.store.lance import KEYWORD_COLUMN, open_search_table
 
-_CHILD_COLUMNS = ["chunk_id", "parent_id", "text", "doc_path", "section_path", "start_offset", "end_offset", "chunk_type"]
+_CHILD_COLUMNS = [
+    "chunk_id",
+    "parent_id",
+    "text",
+    "doc_path",
+    "section_path",
+    "start_offset",
+    "end_offset",
+    "chunk_type",
+]
 _PARENT_COLUMNS = ["parent_id", "text", "doc_path", "section_path", "start_offset", "end_offset", "overlap_chars"]
 
 
@@ -67,8 +76,13 @@ def load_parents(path: Path | None) -> dict[str, Parent]:
     out = {}
     for r in table.to_pylist():
         out[r["parent_id"]] = Parent(
-            r["parent_id"], r["text"] or "", r["doc_path"] or "", r["section_path"] or "",
-            int(r["start_offset"]), int(r["end_offset"]), int(r["overlap_chars"] or 0),
+            r["parent_id"],
+            r["text"] or "",
+            r["doc_path"] or "",
+            r["section_path"] or "",
+            int(r["start_offset"]),
+            int(r["end_offset"]),
+            int(r["overlap_chars"] or 0),
         )
     return out
 
@@ -111,7 +125,9 @@ class SearchResult:
                         {
                             "chunk_id": h.chunk_id,
                             "score": round(h.score, 6),
-                            "channels": {c: {"rank": s.rank, "score": round(s.score, 6)} for c, s in h.channels.items()},
+                            "channels": {
+                                c: {"rank": s.rank, "score": round(s.score, 6)} for c, s in h.channels.items()
+                            },
                             "text": h.preview(preview),
                             "start_offset": h.start_offset,
                             "end_offset": h.end_offset,
@@ -154,8 +170,12 @@ class Searcher:
         self.parents_file = parents_file
 
     @classmethod
-    def for_kb(cls, layout: Layout, kb: str, version: str, *, model: str, settings: SearchSettings | None = None) -> Searcher:
-        return cls(layout.lancedb, kb, version, model=model, settings=settings, parents_file=parents_path(layout, kb, version))
+    def for_kb(
+        cls, layout: Layout, kb: str, version: str, *, model: str, settings: SearchSettings | None = None
+    ) -> Searcher:
+        return cls(
+            layout.lancedb, kb, version, model=model, settings=settings, parents_file=parents_path(layout, kb, version)
+        )
 
     @property
     def embedder(self) -> Embedder:
@@ -209,16 +229,28 @@ class Searcher:
         krows = self._keyword(query, s.keyword_top_k, warnings)
         t2 = time.perf_counter()
         rows = {r["chunk_id"]: r for r in (*vrows, *krows)}
-        vhits = gate_vector([ChannelHit(r["chunk_id"], 1.0 - float(r["_distance"])) for r in vrows], s.min_vector_similarity)
-        khits = gate_keyword([ChannelHit(r["chunk_id"], float(r["_score"])) for r in krows], s.keyword_relative_score_floor)
+        vhits = gate_vector(
+            [ChannelHit(r["chunk_id"], 1.0 - float(r["_distance"])) for r in vrows], s.min_vector_similarity
+        )
+        khits = gate_keyword(
+            [ChannelHit(r["chunk_id"], float(r["_score"])) for r in krows], s.keyword_relative_score_floor
+        )
         fused = rrf_fuse({VECTOR: vhits, KEYWORD: khits}, k=s.rrf_k, limit=s.candidate_top_k)
         out = []
         for f in fused:
             r = rows[f.chunk_id]
             out.append(
                 ChildHit(
-                    f.chunk_id, r["parent_id"], f.score, f.channels, r["text"] or "", r["doc_path"] or "",
-                    r["section_path"] or "", int(r["start_offset"]), int(r["end_offset"]), r.get("chunk_type") or "TEXT",
+                    f.chunk_id,
+                    r["parent_id"],
+                    f.score,
+                    f.channels,
+                    r["text"] or "",
+                    r["doc_path"] or "",
+                    r["section_path"] or "",
+                    int(r["start_offset"]),
+                    int(r["end_offset"]),
+                    r.get("chunk_type") or "TEXT",
                 )
             )
         if _out is not None:
@@ -245,7 +277,14 @@ class Searcher:
 
 
 def search_kb(
-    layout: Layout, kb: str, version: str, query: str, *, model: str, settings: SearchSettings | None = None, top_k: int | None = None
+    layout: Layout,
+    kb: str,
+    version: str,
+    query: str,
+    *,
+    model: str,
+    settings: SearchSettings | None = None,
+    top_k: int | None = None,
 ) -> SearchResult:
     """One query against (kb, version) under ``layout``: what ``corpus search`` runs."""
     return Searcher.for_kb(layout, kb, version, model=model, settings=settings).search(query, top_k=top_k)

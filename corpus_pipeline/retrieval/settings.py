@@ -85,7 +85,9 @@ class SearchSettings:
             if not lo <= value <= hi:
                 raise ConfigError(f"search.{f.name} = {value!r} is out of range: allowed {lo}..{hi}.")
         if self.vector_top_k == 0 and self.keyword_top_k == 0:
-            raise ConfigError("search.vector_top_k and search.keyword_top_k are both 0: at least one channel must return hits.")
+            raise ConfigError(
+                "search.vector_top_k and search.keyword_top_k are both 0: at least one channel must return hits."
+            )
 
     @classmethod
     def from_mapping(cls, values: Any) -> SearchSettings:

@@ -75,7 +75,9 @@ def write_search_table(db_path: Path, kb: str, version: str, chunks: pa.Table, v
     if len(table):
         tbl.create_index(
             KEYWORD_COLUMN,
-            config=FTS(base_tokenizer="whitespace", language="English", stem=True, remove_stop_words=True, ascii_folding=True),
+            config=FTS(
+                base_tokenizer="whitespace", language="English", stem=True, remove_stop_words=True, ascii_folding=True
+            ),
             replace=True,
         )
         if len(table) >= VECTOR_INDEX_MIN_ROWS:

@@ -12,9 +12,9 @@ import json
 import os
 import shutil
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -45,7 +45,7 @@ def write_partition(
             pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
         info = {
             **dict(manifest or {}),
-            "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "rows": {name: t.num_rows for name, t in tables.items()},
         }
         (tmp / MANIFEST).write_text(json.dumps(info, indent=2, sort_keys=True, default=str), encoding="utf-8")

@@ -143,9 +143,24 @@ def embeddings_schema(dim: int) -> pa.Schema:
 def search_schema(dim: int) -> pa.Schema:
     """The LanceDB table of one (kb, strategy_version): child chunks with their vectors."""
     keep = [
-        "chunk_id", "parent_id", "chunk_index", "chunk_type", "kb", "strategy_version", "doc_id",
-        "doc_path", "text", "start_offset", "end_offset", "char_count", "token_count",
-        "section_path", "page_num", "block_index", "strategy", "metadata",
+        "chunk_id",
+        "parent_id",
+        "chunk_index",
+        "chunk_type",
+        "kb",
+        "strategy_version",
+        "doc_id",
+        "doc_path",
+        "text",
+        "start_offset",
+        "end_offset",
+        "char_count",
+        "token_count",
+        "section_path",
+        "page_num",
+        "block_index",
+        "strategy",
+        "metadata",
     ]
     fields = [CHILD_CHUNKS.field(n) for n in keep]
     fields = [pa.field(f.name, pa.string()) if f.type == pa.large_string() else f for f in fields]

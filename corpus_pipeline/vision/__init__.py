@@ -9,8 +9,8 @@ from corpus_pipeline.vision.settings import VisionSettings, vision_settings
 
 __all__ = [
     "OCR_ONLY_NO_VLM",
-    "OpenAIVisionClient",
     "VLM_FAILED_WITH_OCR",
+    "OpenAIVisionClient",
     "VisionAnswer",
     "VisionClient",
     "VisionSettings",

@@ -107,15 +107,21 @@ class OpenAIVisionClient:
     def describe(self, image: bytes, mime_type: str, context: str) -> VisionAnswer:
         url = f"data:{mime_type};base64,{base64.b64encode(image).decode('ascii')}"
         user: list[dict[str, Any]] = [
-            {"type": "text", "text": f"Text around the image in the document:\n{context[:1500]}" if context
-             else "Describe this image."},
+            {
+                "type": "text",
+                "text": f"Text around the image in the document:\n{context[:1500]}"
+                if context
+                else "Describe this image.",
+            },
             {"type": "image_url", "image_url": {"url": url}},
         ]
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
         try:
             result = self._llm.chat(messages, json_object=True, temperature=0, cache=False)
         except ModelError as exc:
-            raise ModelError(f"vision {exc}" if str(exc).startswith("LLM call") else f"vision call failed: {exc}") from exc
+            raise ModelError(
+                f"vision {exc}" if str(exc).startswith("LLM call") else f"vision call failed: {exc}"
+            ) from exc
         return parse_answer(result.content)
 
 

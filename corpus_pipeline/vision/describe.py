@@ -21,8 +21,8 @@ timeouts to wait for); every image then goes to OCR, marked as degraded with the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.models import ExtractedImage, ImageDescription, ImageStatus
@@ -73,8 +73,9 @@ class _Describer:
         key = ResultCache.key("vlm", model, PROMPT_VERSION, image.image_id)
         cached = self.cache.get(key)
         if cached is not None:
-            answer = VisionAnswer(cached["description"], tuple(cached["keywords"]), cached["image_type"],
-                                  cached["embedding_text"])
+            answer = VisionAnswer(
+                cached["description"], tuple(cached["keywords"]), cached["image_type"], cached["embedding_text"]
+            )
             self.memo[memo_key] = answer
             return answer
         if self.client is None:
@@ -89,8 +90,15 @@ class _Describer:
             self.memo[memo_key] = str(exc)
             return str(exc)
         self.failures = 0
-        self.cache.put(key, {"description": answer.description, "keywords": list(answer.keywords),
-                             "image_type": answer.image_type, "embedding_text": answer.embedding_text})
+        self.cache.put(
+            key,
+            {
+                "description": answer.description,
+                "keywords": list(answer.keywords),
+                "image_type": answer.image_type,
+                "embedding_text": answer.embedding_text,
+            },
+        )
         self.memo[memo_key] = answer
         return answer
 
@@ -112,12 +120,18 @@ class _Describer:
 
     # ----------------------------------------------------------------- one image
     def describe(self, image: ExtractedImage) -> ImageDescription:
-        base = dict(image_id=image.image_id, doc_id=image.doc_id, block_index=image.block_index,
-                    page_num=image.page_num)
+        base = dict(
+            image_id=image.image_id, doc_id=image.doc_id, block_index=image.block_index, page_num=image.page_num
+        )
 
         def skipped(reason: str, error: str | None = None) -> ImageDescription:
-            return ImageDescription(**base, status=ImageStatus.SKIPPED.value, skip_reason=reason, error=error,
-                                    metadata={"skip_reason": reason})
+            return ImageDescription(
+                **base,
+                status=ImageStatus.SKIPPED.value,
+                skip_reason=reason,
+                error=error,
+                metadata={"skip_reason": reason},
+            )
 
         s = self.settings
         if not s.enabled:
@@ -138,9 +152,13 @@ class _Describer:
             answer = self.vision(image, data)
             if isinstance(answer, VisionAnswer):
                 return ImageDescription(
-                    **base, status=ImageStatus.DESCRIBED.value, image_type=answer.image_type,
-                    description=answer.description, keywords=answer.keywords,
-                    embedding_text=answer.embedding_text, model=self.client.model if self.client else s.model or "",
+                    **base,
+                    status=ImageStatus.DESCRIBED.value,
+                    image_type=answer.image_type,
+                    description=answer.description,
+                    keywords=answer.keywords,
+                    embedding_text=answer.embedding_text,
+                    model=self.client.model if self.client else s.model or "",
                 )
             vlm_error = answer
         if not s.ocr:

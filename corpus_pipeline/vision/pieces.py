@@ -9,7 +9,8 @@ at or before it. Chunk numbers are then the positions in the merged list.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from corpus_pipeline.models import Block, BlockType, ImageDescription, ImageStatus, Piece
 

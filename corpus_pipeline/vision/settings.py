@@ -20,8 +20,8 @@ reason). The key is held in a field excluded from ``repr`` and is never written 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from corpus_pipeline.kbconfig import VisionConfig
 

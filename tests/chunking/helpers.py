@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.base import ChunkContext
@@ -79,4 +80,4 @@ def check_invariants(name: str, text: str, pieces: Sequence[Piece], ctx: ChunkCo
         )
         covered[p.start : p.end] = b"\x01" * (p.end - p.start)
     missing = [i for i, c in enumerate(text) if not c.isspace() and not covered[i]]
-    assert not missing, f"{name}: characters not in any chunk at {missing[:5]}: {text[missing[0]:missing[0] + 20]!r}"
+    assert not missing, f"{name}: characters not in any chunk at {missing[:5]}: {text[missing[0] : missing[0] + 20]!r}"

@@ -46,12 +46,25 @@ def test_preview_of_stdin_with_a_strategy(tmp_path: Path) -> None:
     data = json.loads(out)
     assert code == 0
     assert (data["strategy"], data["strategy_version"], data["total_chunks"], data["total_chars"]) == (
-        "STRUCTURE", "v2", 2, len(DOC))
+        "STRUCTURE",
+        "v2",
+        2,
+        len(DOC),
+    )
     first = data["chunks"][0]
-    assert set(first) >= {"index", "text", "char_count", "token_count", "start_offset", "end_offset",
-                          "chunk_type", "section_path", "metadata"}
+    assert set(first) >= {
+        "index",
+        "text",
+        "char_count",
+        "token_count",
+        "start_offset",
+        "end_offset",
+        "chunk_type",
+        "section_path",
+        "metadata",
+    }
     assert [c["section_path"] for c in data["chunks"]] == ["Guide", "Guide > Install"]
-    assert all(DOC[c["start_offset"]:c["end_offset"]] == c["text"] for c in data["chunks"])
+    assert all(DOC[c["start_offset"] : c["end_offset"]] == c["text"] for c in data["chunks"])
 
 
 def test_preview_of_a_file_with_a_plan_nests_children_in_parents(tmp_path: Path) -> None:
@@ -67,8 +80,10 @@ def test_preview_of_a_file_with_a_plan_nests_children_in_parents(tmp_path: Path)
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["preview", "-", "--strategy", "RECURSIVE", "--config", '{"overlap_chars": 500}'],
-         "overlap_chars = 500 is more than half of max_chars = 800"),
+        (
+            ["preview", "-", "--strategy", "RECURSIVE", "--config", '{"overlap_chars": 500}'],
+            "overlap_chars = 500 is more than half of max_chars = 800",
+        ),
         (["preview", "-", "--strategy", "NOPE"], "unknown strategy 'NOPE'; valid strategies"),
         (["preview", "-", "--strategy", "RECURSIVE", "--config", "{bad"], "--config is not valid JSON"),
         (["preview", "-", "--plan", "PARENT:1"], "has no CHILD pipeline"),

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from corpus_pipeline.chunking import registry
 from chunking.helpers import check_invariants, ctx_for, split
+from corpus_pipeline.chunking import registry
 
 EN = (
     "# Harbor backup\n\nHarbor keeps encrypted copies of your servers. The console listens on port 8443. "
@@ -49,7 +49,9 @@ def test_every_strategy_of_the_issue_is_registered() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("doc", [EN, ZH, MIXED, "", "   \n\n ", "one"], ids=["en", "zh", "mixed", "empty", "blank", "word"])
+@pytest.mark.parametrize(
+    "doc", [EN, ZH, MIXED, "", "   \n\n ", "one"], ids=["en", "zh", "mixed", "empty", "blank", "word"]
+)
 @pytest.mark.parametrize("sizes", ["default", "small"])
 def test_strategy_keeps_the_contract_on_literal_documents(name: str, doc: str, sizes: str) -> None:
     cls = registry.get(name)
@@ -70,7 +72,8 @@ def test_strategy_keeps_token_bounds(name: str, doc: str) -> None:
 
 
 _alphabet = st.sampled_from(
-    list("abc xyz.,;!?\n") + ["\n\n", "。", "，", "中文", "# ", "## T\n", "1. ", "```\n", "3.14", " e.g. ", "“好。”", "\t"]
+    list("abc xyz.,;!?\n")
+    + ["\n\n", "。", "，", "中文", "# ", "## T\n", "1. ", "```\n", "3.14", " e.g. ", "“好。”", "\t"]
 )
 documents = st.lists(_alphabet, max_size=300).map("".join)
 

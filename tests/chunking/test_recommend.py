@@ -7,7 +7,9 @@ from corpus_pipeline.chunking.plan import build_plan
 from corpus_pipeline.chunking.recommend import recommend
 
 MANUAL = "# Manual\n\n" + "".join(
-    f"## Part {i}\n\n" + "The service restarts when the health check fails twice. " * 4 + "\n\n"
+    f"## Part {i}\n\n"
+    + "The service restarts when the health check fails twice. " * 4
+    + "\n\n"
     + "Operators read the logs first. Then they page the owner.\n\n"
     for i in range(4)
 )

@@ -16,16 +16,27 @@ from corpus_pipeline.models import Piece
 
 @pytest.mark.parametrize(
     ("key", "name"),
-    [("STRUCTURE", "STRUCTURE"), ("1", "STRUCTURE"), (2, "RECURSIVE"), ("semantic", "SEMANTIC"),
-     ("4", "LLM"), ("llm", "LLM"), ("Sliding_Window", "SLIDING_WINDOW"), ("PROPOSITION", "PROPOSITION")],
+    [
+        ("STRUCTURE", "STRUCTURE"),
+        ("1", "STRUCTURE"),
+        (2, "RECURSIVE"),
+        ("semantic", "SEMANTIC"),
+        ("4", "LLM"),
+        ("llm", "LLM"),
+        ("Sliding_Window", "SLIDING_WINDOW"),
+        ("PROPOSITION", "PROPOSITION"),
+    ],
 )
 def test_strategies_are_found_by_name_or_seed_code(key: object, name: str) -> None:
     assert registry.get(key).name == name  # type: ignore[arg-type]
 
 
 def test_an_unknown_strategy_lists_the_valid_ones() -> None:
-    with pytest.raises(UnknownStrategyError, match=r"unknown strategy 'CHUNKY'; valid strategies: STRUCTURE \(1\), "
-                       r"RECURSIVE \(2\), SEMANTIC \(3\), LLM \(4\), PROPOSITION, SLIDING_WINDOW"):
+    with pytest.raises(
+        UnknownStrategyError,
+        match=r"unknown strategy 'CHUNKY'; valid strategies: STRUCTURE \(1\), "
+        r"RECURSIVE \(2\), SEMANTIC \(3\), LLM \(4\), PROPOSITION, SLIDING_WINDOW",
+    ):
         registry.get("CHUNKY")
 
 
@@ -39,7 +50,9 @@ def test_every_strategy_describes_a_valid_default_config_with_documented_keys() 
 
 
 def test_unknown_config_keys_are_refused_naming_the_key_and_the_allowed_ones() -> None:
-    with pytest.raises(ConfigError, match=r"chunking.child.RECURSIVE: unknown key 'max_char'; allowed keys are: max_chars"):
+    with pytest.raises(
+        ConfigError, match=r"chunking.child.RECURSIVE: unknown key 'max_char'; allowed keys are: max_chars"
+    ):
         build_plan("CHILD:RECURSIVE", None, {"RECURSIVE": {"max_char": 500}})
 
 
@@ -47,7 +60,11 @@ def test_unknown_config_keys_are_refused_naming_the_key_and_the_allowed_ones() -
     ("snapshot", "named", "numeric"),
     [
         ("PARENT:1;CHILD:3,2", "PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE", "PARENT:1;CHILD:3,2"),
-        ("PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE", "PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE", "PARENT:1;CHILD:3,2"),
+        (
+            "PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE",
+            "PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE",
+            "PARENT:1;CHILD:3,2",
+        ),
         ("parent:2 ; child:4,2", "PARENT:RECURSIVE;CHILD:LLM,RECURSIVE", "PARENT:2;CHILD:4,2"),
         ("CHILD:PROPOSITION", "CHILD:PROPOSITION", "CHILD:PROPOSITION"),
     ],
@@ -87,7 +104,10 @@ def test_bad_snapshots_are_refused(snapshot: str, message: str) -> None:
 def test_cleanup_drops_blank_pieces_and_repeats_keeping_order() -> None:
     a, b = Piece("x", 0, 1), Piece("y", 2, 3)
     assert cleanup([a, Piece("  ", 1, 2), b, Piece("x", 0, 1), Piece("x", 0, 1, section_path="S")]) == [
-        a, b, Piece("x", 0, 1, section_path="S")]
+        a,
+        b,
+        Piece("x", 0, 1, section_path="S"),
+    ]
 
 
 def test_cleanup_keeps_different_texts_at_one_position() -> None:
@@ -98,7 +118,9 @@ def test_cleanup_keeps_different_texts_at_one_position() -> None:
 
 def test_each_step_feeds_the_next_and_marks_what_it_cut() -> None:
     doc = "# A\n" + "Alpha text. " * 100 + "\n# B\nshort\n"
-    plan = build_plan("CHILD:STRUCTURE,RECURSIVE", child_settings={"RECURSIVE": {"max_chars": 800, "overlap_chars": 120}})
+    plan = build_plan(
+        "CHILD:STRUCTURE,RECURSIVE", child_settings={"RECURSIVE": {"max_chars": 800, "overlap_chars": 120}}
+    )
     pieces = run_steps(plan.child, [Piece(doc, 0, len(doc))], ctx_for(doc))
     assert [p.strategy for p in pieces][-1] == "STRUCTURE"  # short section passes RECURSIVE unchanged
     assert {p.strategy for p in pieces[:-1]} == {"RECURSIVE"}
@@ -106,12 +128,16 @@ def test_each_step_feeds_the_next_and_marks_what_it_cut() -> None:
 
 
 ZH_EN = (
-    "# 运维手册\n\n## CPU 高负载\n\n" + "CPU 使用率持续超过 85%，交易延迟升高。先用 top 定位进程。" * 40
-    + "\n\n## Memory\n\n" + "Memory grows when the cache is not bounded. Restart the worker. " * 60
+    "# 运维手册\n\n## CPU 高负载\n\n"
+    + "CPU 使用率持续超过 85%，交易延迟升高。先用 top 定位进程。" * 40
+    + "\n\n## Memory\n\n"
+    + "Memory grows when the cache is not bounded. Restart the worker. " * 60
 )
 
 
-@pytest.mark.parametrize("snapshot", ["PARENT:1;CHILD:3,2", "PARENT:2;CHILD:2", "PARENT:STRUCTURE,RECURSIVE;CHILD:SLIDING_WINDOW", "CHILD:2"])
+@pytest.mark.parametrize(
+    "snapshot", ["PARENT:1;CHILD:3,2", "PARENT:2;CHILD:2", "PARENT:STRUCTURE,RECURSIVE;CHILD:SLIDING_WINDOW", "CHILD:2"]
+)
 def test_every_child_lies_inside_its_parent_and_parents_count_their_children(snapshot: str) -> None:
     ctx = ctx_for(ZH_EN)
     doc = chunk_document(build_plan(snapshot), ctx)
@@ -136,8 +162,23 @@ def test_parent_sections_give_children_their_section_path() -> None:
 
 
 _fusable = st.lists(
-    st.sampled_from(["# A\n", "## B\n", "### C\n", "第一章 总则\n", "一、背景\n", "Title\n=====\n", "```\n# no\n```\n",
-                     "Alpha text. " * 30, "中文句子。" * 40, "\n\n", "short line\n", "1. item\n", "x" * 900]),
+    st.sampled_from(
+        [
+            "# A\n",
+            "## B\n",
+            "### C\n",
+            "第一章 总则\n",
+            "一、背景\n",
+            "Title\n=====\n",
+            "```\n# no\n```\n",
+            "Alpha text. " * 30,
+            "中文句子。" * 40,
+            "\n\n",
+            "short line\n",
+            "1. item\n",
+            "x" * 900,
+        ]
+    ),
     max_size=25,
 ).map("".join)
 
@@ -146,7 +187,9 @@ _fusable = st.lists(
 @given(doc=_fusable, tokens=st.booleans(), overlap=st.booleans(), pieces=st.integers(1, 3))
 # no heading: STRUCTURE's overlapping fallback chunks, re-cut by RECURSIVE, repeat pieces
 @example(doc="x" * 2700 + "# A\n" + "x" * 900, tokens=False, overlap=False, pieces=1)
-def test_fused_structure_then_recursive_equals_the_two_steps_apart(doc: str, tokens: bool, overlap: bool, pieces: int) -> None:
+def test_fused_structure_then_recursive_equals_the_two_steps_apart(
+    doc: str, tokens: bool, overlap: bool, pieces: int
+) -> None:
     """run_steps fuses STRUCTURE -> RECURSIVE into one pass; the result must not change,
     whatever the sizes, the unit, and overlapping input pieces (repeats for the cleanup)."""
     recursive = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -64,8 +64,16 @@ def test_no_chunk_passes_max_even_for_chinese_without_punctuation() -> None:
 
 def test_embedding_mode_embeds_all_sentences_in_one_call_and_cuts_at_the_drop() -> None:
     emb = TopicEmbedder()
-    pieces = split("SEMANTIC", SPRING_MYSQL, ctx_for(SPRING_MYSQL, embedder=emb), similarity="embedding",
-                   min_chars=60, max_chars=400, breakpoint_type="percentile", breakpoint_amount=80)
+    pieces = split(
+        "SEMANTIC",
+        SPRING_MYSQL,
+        ctx_for(SPRING_MYSQL, embedder=emb),
+        similarity="embedding",
+        min_chars=60,
+        max_chars=400,
+        breakpoint_type="percentile",
+        breakpoint_amount=80,
+    )
     assert emb.calls == [5]
     assert [p.text.split()[0] for p in pieces] == ["Spring", "MySQL"]
     assert pieces[1].metadata["breakpoint_type"] == "percentile"

@@ -48,9 +48,15 @@ def test_small_chunks_are_merged_never_dropped() -> None:
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"chunk_size": 99}, r"chunk_size = 99 is out of range for size_unit = 'chars': allowed 100\.\.8000 characters"),
+        (
+            {"chunk_size": 99},
+            r"chunk_size = 99 is out of range for size_unit = 'chars': allowed 100\.\.8000 characters",
+        ),
         ({"chunk_size": 8001}, r"allowed 100\.\.8000 characters"),
-        ({"chunk_size": 200, "chunk_overlap": 101}, r"chunk_overlap = 101 is more than half of chunk_size = 200; allowed 0\.\.100"),
+        (
+            {"chunk_size": 200, "chunk_overlap": 101},
+            r"chunk_overlap = 101 is more than half of chunk_size = 200; allowed 0\.\.100",
+        ),
         ({"chunk_size": 200, "min_chunk_size": 300}, r"min_chunk_size = 300 is larger than chunk_size = 200"),
         ({"size_unit": "tokens", "chunk_size": 10}, r"chunk_size = 10 is out of range: allowed 16\.\.8192"),
         ({"paragraph_aware": "yes"}, r"paragraph_aware = 'yes' must be true or false"),

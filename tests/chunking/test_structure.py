@@ -30,7 +30,12 @@ def sections(doc: str, **kw: object) -> list[tuple[str, str]]:
         ("2.3.1 接口定义", "heading", "multi_digit", "2.3.1 接口定义"),
         ("3.14 is pi", "body", "body", ""),
         ("一、项目背景", "heading", "outline", "一、项目背景"),
-        ("一、本项目旨在解决交易延迟过高的问题，并提供监控。", "list_item", "outline", "一、本项目旨在解决交易延迟过高的问题，并提供监控。"),
+        (
+            "一、本项目旨在解决交易延迟过高的问题，并提供监控。",
+            "list_item",
+            "outline",
+            "一、本项目旨在解决交易延迟过高的问题，并提供监控。",
+        ),
         ("（二）问题", "heading", "paren_outline", "（二）问题"),
         ("1、概述", "heading", "digit", "1、概述"),
         ("1. Overview", "heading", "digit", "1. Overview"),

@@ -45,8 +45,16 @@ def test_index_then_search_in_english_and_chinese(tiny_kb, corpus_home):
 
     # Dagster's own CLI can re-materialize the partition corpus index registered.
     r = _run(
-        str(BIN / "dagster"), "asset", "materialize", "-m", "assets.definitions",
-        "--select", "child_chunks", "--partition", f"tiny|{version}", env=env,
+        str(BIN / "dagster"),
+        "asset",
+        "materialize",
+        "-m",
+        "assets.definitions",
+        "--select",
+        "child_chunks",
+        "--partition",
+        f"tiny|{version}",
+        env=env,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 

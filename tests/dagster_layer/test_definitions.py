@@ -11,10 +11,19 @@ def test_definitions_hold_the_asset_graph_of_the_design():
     graph = defs.resolve_asset_graph()
     keys = {k.path[-1] for k in graph.get_all_asset_keys()}
     assert keys == {
-        "documents", "parsed_blocks", "image_descriptions",
-        "parent_blocks", "child_chunks", "chunk_embeddings", "search_index", "retrieval_eval",
+        "documents",
+        "parsed_blocks",
+        "image_descriptions",
+        "parent_blocks",
+        "child_chunks",
+        "chunk_embeddings",
+        "search_index",
+        "retrieval_eval",
     }
-    parents = {k: {p.path[-1] for p in graph.get(AssetKey(k)).parent_keys} for k in ("parent_blocks", "child_chunks", "search_index")}
+    parents = {
+        k: {p.path[-1] for p in graph.get(AssetKey(k)).parent_keys}
+        for k in ("parent_blocks", "child_chunks", "search_index")
+    }
     assert parents == {
         "parent_blocks": {"parsed_blocks"},
         "child_chunks": {"parent_blocks", "parsed_blocks", "image_descriptions"},

@@ -85,7 +85,7 @@ def test_only_what_changed_is_rebuilt(three_kbs, monkeypatch):
         v2 = a.strategy_version
         assert v2 != v["alpha"] and a.partitions_run == [f"alpha|{v2}"]
         assert a.documents_parsed == 0 and a.documents_reused == 3
-        assert a.embedded + a.reused == a.child_chunks and 0 < a.embedded
+        assert a.embedded + a.reused == a.child_chunks and a.embedded > 0
         assert changed["beta"].up_to_date and changed["gamma"].up_to_date
         assert _run_id(layout, "child_chunks", "beta", v["beta"]) == beta_run
         assert active_version(layout.versions, "alpha") == v2
@@ -125,7 +125,8 @@ def test_only_what_changed_is_rebuilt(three_kbs, monkeypatch):
         assert g.documents_parsed == 0 and g.embedded == 0  # same texts: every vector is reused
         assert active_version(layout.versions, "gamma") == g.strategy_version
         assert {n: register_version(layout.versions, resolve_kb(layout.kb_dir(n))) for n in ("alpha", "beta")} == {
-            "alpha": v2, "beta": v["beta"],
+            "alpha": v2,
+            "beta": v["beta"],
         }
 
 
@@ -135,7 +136,11 @@ def test_versions_past_the_retention_count_are_retired(three_kbs):
     built = []
     with instance_for_test() as instance:
         for size in (160, 200, 240):
-            kb_yaml.write_text(kb_yaml.read_text().replace("max_chars: 160", f"max_chars: {size}").replace("max_chars: 200", f"max_chars: {size}"))
+            kb_yaml.write_text(
+                kb_yaml.read_text()
+                .replace("max_chars: 160", f"max_chars: {size}")
+                .replace("max_chars: 200", f"max_chars: {size}")
+            )
             built.append(_index_all(instance, layout, names=("alpha",))["alpha"].strategy_version)
         assert len(set(built)) == 3
         assert sorted(known_versions(layout.versions, "alpha")) == sorted(built[1:])

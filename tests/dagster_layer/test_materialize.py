@@ -45,16 +45,25 @@ def test_a_tiny_kb_is_indexed_end_to_end_and_a_rerun_duplicates_nothing(tiny_kb,
         assert rows == [("tiny", version, summary.child_chunks, summary.child_chunks)]
 
         # Every child lies inside its parent and has exact offsets into the canonical text.
-        texts = {r["doc_id"]: r["text"] for r in duckdb.sql(
-            f"select doc_id, text from read_parquet('{layout.warehouse}/parsed_blocks/kb=tiny/texts.parquet')"
-        ).to_arrow_table().to_pylist()}
-        chunks = duckdb.sql(
-            f"select c.*, p.start_offset ps, p.end_offset pe from read_parquet('{part}') c "
-            f"join read_parquet('{layout.warehouse}/parent_blocks/*/*/*.parquet') p using (parent_id)"
-        ).to_arrow_table().to_pylist()
+        texts = {
+            r["doc_id"]: r["text"]
+            for r in duckdb.sql(
+                f"select doc_id, text from read_parquet('{layout.warehouse}/parsed_blocks/kb=tiny/texts.parquet')"
+            )
+            .to_arrow_table()
+            .to_pylist()
+        }
+        chunks = (
+            duckdb.sql(
+                f"select c.*, p.start_offset ps, p.end_offset pe from read_parquet('{part}') c "
+                f"join read_parquet('{layout.warehouse}/parent_blocks/*/*/*.parquet') p using (parent_id)"
+            )
+            .to_arrow_table()
+            .to_pylist()
+        )
         assert len(chunks) == summary.child_chunks
         for c in chunks:
-            assert texts[c["doc_id"]][c["start_offset"]:c["end_offset"]] == c["text"]
+            assert texts[c["doc_id"]][c["start_offset"] : c["end_offset"]] == c["text"]
             assert c["ps"] <= c["start_offset"] < c["end_offset"] <= c["pe"]
             assert c["char_count"] <= 120
 

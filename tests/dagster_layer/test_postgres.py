@@ -29,8 +29,11 @@ def pg_env(monkeypatch):
 
     db = f"corpus_test_{uuid.uuid4().hex[:8]}"
     conn = psycopg2.connect(
-        host=host, port=os.environ["CORPUS_TEST_PG_PORT"], user=os.environ["CORPUS_TEST_PG_USER"],
-        password=os.environ.get("CORPUS_TEST_PG_PASSWORD", ""), dbname="postgres",
+        host=host,
+        port=os.environ["CORPUS_TEST_PG_PORT"],
+        user=os.environ["CORPUS_TEST_PG_USER"],
+        password=os.environ.get("CORPUS_TEST_PG_PASSWORD", ""),
+        dbname="postgres",
     )
     conn.autocommit = True
     conn.cursor().execute(f"CREATE DATABASE {db}")
@@ -68,8 +71,11 @@ def test_a_materialization_is_recorded_in_postgresql(tiny_kb, corpus_home, pg_en
     import psycopg2
 
     with psycopg2.connect(
-        host=os.environ["DAGSTER_PG_HOST"], port=os.environ["DAGSTER_PG_PORT"],
-        user=os.environ["DAGSTER_PG_USER"], password=os.environ["DAGSTER_PG_PASSWORD"], dbname=pg_env,
+        host=os.environ["DAGSTER_PG_HOST"],
+        port=os.environ["DAGSTER_PG_PORT"],
+        user=os.environ["DAGSTER_PG_USER"],
+        password=os.environ["DAGSTER_PG_PASSWORD"],
+        dbname=pg_env,
     ) as conn:
         cur = conn.cursor()
         cur.execute("select count(*) from runs")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from dagster import SensorResult, SkipReason, build_schedule_context, build_sensor_context, instance_for_test
@@ -62,7 +62,10 @@ def test_the_sensor_requests_exactly_the_affected_partitions(corpus_home):
         defs = build_definitions(str(corpus_home))
         for name in ("one", "two"):
             kb = resolve_kb(layout.kb_dir(name))
-            assert index_kb(defs, instance, layout, kb, register_version(layout.versions, kb), say=lambda s: None).status == "ok"
+            assert (
+                index_kb(defs, instance, layout, kb, register_version(layout.versions, kb), say=lambda s: None).status
+                == "ok"
+            )
         assert isinstance(_tick(instance, corpus_home), SkipReason)
 
         # A changed document: only its KB is parsed again.
@@ -75,7 +78,9 @@ def test_the_sensor_requests_exactly_the_affected_partitions(corpus_home):
         assert isinstance(_tick(instance, corpus_home), SkipReason)
 
         # A chunking config change: a new version partition and its index run, no parse.
-        (layout.kb_dir("one") / "kb.yaml").write_text("chunking: {child: {RECURSIVE: {max_chars: 300, overlap_chars: 30}}}\n")
+        (layout.kb_dir("one") / "kb.yaml").write_text(
+            "chunking: {child: {RECURSIVE: {max_chars: 300, overlap_chars: 30}}}\n"
+        )
         res = _tick(instance, corpus_home)
         new = strategy_version(resolve_kb(layout.kb_dir("one")))
         assert [(r.partitions_def_name, list(r.partition_keys)) for r in res.dynamic_partitions_requests] == [
@@ -87,10 +92,13 @@ def test_the_sensor_requests_exactly_the_affected_partitions(corpus_home):
 
 def test_the_nightly_schedule_reparses_every_registered_kb():
     with instance_for_test() as instance:
-        ctx = build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 12, 1, 2, tzinfo=timezone.utc))
+        ctx = build_schedule_context(
+            instance=instance, scheduled_execution_time=datetime(2026, 12, 1, 2, tzinfo=UTC)
+        )
         assert isinstance(nightly_reindex(ctx), SkipReason)
         instance.add_dynamic_partitions("kb", ["one", "two"])
         reqs = nightly_reindex(ctx)
         assert [(r.partition_key, r.run_key) for r in reqs] == [
-            ("one", "nightly|one|2026-12-01"), ("two", "nightly|two|2026-12-01"),
+            ("one", "nightly|one|2026-12-01"),
+            ("two", "nightly|two|2026-12-01"),
         ]

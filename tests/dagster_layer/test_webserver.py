@@ -37,8 +37,11 @@ def test_graphql_lists_the_kb_and_version_partitions(corpus_home):
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "dagster_webserver", "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"],
-        cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(home)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        cwd=REPO,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -46,7 +49,8 @@ def test_graphql_lists_the_kb_and_version_partitions(corpus_home):
         while time.monotonic() < deadline:
             try:
                 req = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": QUERY}).encode(),
+                    f"http://127.0.0.1:{port}/graphql",
+                    data=json.dumps({"query": QUERY}).encode(),
                     headers={"content-type": "application/json"},
                 )
                 with urllib.request.urlopen(req, timeout=10) as resp:

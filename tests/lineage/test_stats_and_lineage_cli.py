@@ -55,7 +55,9 @@ def home(tmp_path_factory):
             version = register_version(layout.versions, kb)
             register_partitions(instance, "tiny", version)
             if i == 0:
-                assert defs.resolve_job_def("parse_kb").execute_in_process(partition_key="tiny", instance=instance).success
+                assert (
+                    defs.resolve_job_def("parse_kb").execute_in_process(partition_key="tiny", instance=instance).success
+                )
             r = defs.resolve_job_def("index_version").execute_in_process(
                 partition_key=kb_version_key("tiny", version),
                 instance=instance,
@@ -87,9 +89,13 @@ def test_stats_json_gives_counts_and_size_quantiles_of_one_version(home, capsys)
     assert s["child_chunks"]["char_count"]["max"] <= 120
     assert s["child_chunks"]["by_chunk_type"] == {"TEXT": s["child_chunks"]["count"]}
     assert s["child_chunks"]["over_token_limit"] == 0
-    n = duckdb.connect().execute(
-        f"select count(*) from read_parquet('{root}/warehouse/child_chunks/kb=tiny/strategy_version={v1}/*.parquet')"
-    ).fetchone()[0]
+    n = (
+        duckdb.connect()
+        .execute(
+            f"select count(*) from read_parquet('{root}/warehouse/child_chunks/kb=tiny/strategy_version={v1}/*.parquet')"
+        )
+        .fetchone()[0]
+    )
     assert s["child_chunks"]["count"] == n
 
 
@@ -115,10 +121,14 @@ def test_stats_of_an_unknown_kb_or_version_is_an_error_on_stderr(home, capsys):
 
 def test_lineage_traces_a_chunk_to_its_document_parent_blocks_plan_and_run(home, capsys):
     root, (v1, _), runs = home
-    row = duckdb.connect().execute(
-        f"select chunk_id, text, parent_id from read_parquet('{root}/warehouse/child_chunks/kb=tiny/strategy_version={v1}/*.parquet') "
-        "where text like '%monthly snapshots%'"
-    ).fetchone()
+    row = (
+        duckdb.connect()
+        .execute(
+            f"select chunk_id, text, parent_id from read_parquet('{root}/warehouse/child_chunks/kb=tiny/strategy_version={v1}/*.parquet') "
+            "where text like '%monthly snapshots%'"
+        )
+        .fetchone()
+    )
     chunk_id, text, parent_id = row
     code, out, err = _cli(capsys, "lineage", chunk_id, "--json")
     assert code == 0, err

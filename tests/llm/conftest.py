@@ -79,8 +79,14 @@ def make_client(tmp_path: Path) -> MakeClient:
     (timeouts are tested with an explicit short ``timeout_s``)."""
 
     def make(server: OpenAIServer, *, cache: bool = True, **settings: object) -> LLMClient:
-        base: dict[str, object] = {"model": "llm-test", "base_url": server.base_url, "api_key": KEY,
-                                   "timeout_s": 10.0, "max_retries": 0, "max_concurrency": 1}
+        base: dict[str, object] = {
+            "model": "llm-test",
+            "base_url": server.base_url,
+            "api_key": KEY,
+            "timeout_s": 10.0,
+            "max_retries": 0,
+            "max_concurrency": 1,
+        }
         base.update(settings)
         return LLMClient(LLMSettings(**base), cache_root=tmp_path / "cache" / "llm" if cache else None)  # type: ignore[arg-type]
 

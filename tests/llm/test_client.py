@@ -29,8 +29,14 @@ def test_a_chat_answer_is_returned_with_its_usage_and_the_key_is_sent_not_shown(
     assert "max_tokens" not in call.body and "response_format" not in call.body
     assert call.headers["authorization"] == f"Bearer {KEY}"
     assert KEY not in repr(client) and KEY not in repr(client.settings)
-    assert client.usage.to_dict() == {"calls": 1, "cache_hits": 0, "prompt_tokens": 1, "completion_tokens": 1,
-                                      "errors": 0, "skipped": 0}
+    assert client.usage.to_dict() == {
+        "calls": 1,
+        "cache_hits": 0,
+        "prompt_tokens": 1,
+        "completion_tokens": 1,
+        "errors": 0,
+        "skipped": 0,
+    }
 
 
 def test_a_repeated_question_is_answered_from_disk_without_a_call(
@@ -81,7 +87,9 @@ def test_an_error_message_echoing_the_key_is_masked(openai_server: OpenAIServer,
     assert KEY not in str(err.value) and "sk-***" in str(err.value)
 
 
-def test_a_huge_answer_is_refused_and_the_refusal_is_cached(openai_server: OpenAIServer, make_client: MakeClient) -> None:
+def test_a_huge_answer_is_refused_and_the_refusal_is_cached(
+    openai_server: OpenAIServer, make_client: MakeClient
+) -> None:
     openai_server.queue(Reply.chat("x" * 5000))
     with pytest.raises(ModelError, match="5000 characters, over the limit of 1000"):
         make_client(openai_server, max_response_chars=1000).chat(HELLO)
@@ -123,17 +131,28 @@ def test_json_mode_asks_for_a_json_object(openai_server: OpenAIServer, make_clie
 # ------------------------------------------------------------------ settings
 
 
-ENV = {"OPENAI_BASE_URL": "http://env/v1", "OPENAI_API_KEY": "k-env", "CORPUS_LLM_MODEL": "env-model", "MY_KEY": "k-mine"}
+ENV = {
+    "OPENAI_BASE_URL": "http://env/v1",
+    "OPENAI_API_KEY": "k-env",
+    "CORPUS_LLM_MODEL": "env-model",
+    "MY_KEY": "k-mine",
+}
 
 
 @pytest.mark.parametrize(
     "config, resource, expected",
     [
         (None, None, ("env-model", "http://env/v1", "k-env", 60.0)),
-        (None, {"model": "res-model", "base_url": "http://res/v1", "api_key": "k-res", "timeout_s": 5},
-         ("res-model", "http://res/v1", "k-res", 5.0)),
-        (LLMConfig(model="yaml-model", api_key_env="MY_KEY", timeout_s=9),
-         {"model": "res-model", "timeout_s": 5, "api_key": "k-res"}, ("yaml-model", "http://env/v1", "k-mine", 9.0)),
+        (
+            None,
+            {"model": "res-model", "base_url": "http://res/v1", "api_key": "k-res", "timeout_s": 5},
+            ("res-model", "http://res/v1", "k-res", 5.0),
+        ),
+        (
+            LLMConfig(model="yaml-model", api_key_env="MY_KEY", timeout_s=9),
+            {"model": "res-model", "timeout_s": 5, "api_key": "k-res"},
+            ("yaml-model", "http://env/v1", "k-mine", 9.0),
+        ),
         (None, {"api_key_env": "MY_KEY"}, ("env-model", "http://env/v1", "k-mine", 60.0)),
     ],
     ids=["environment", "resource-over-environment", "kb-yaml-over-resource", "resource-names-the-key-variable"],

@@ -56,7 +56,9 @@ def chunk(kb_dir: Path, previous: dict | None = None):
     version = strategy_version(kb)
     parsed, _ = indexing.parse_documents(kb, indexing.discover_documents(kb))
     parents, _ = indexing.build_parent_blocks(kb, version, parsed, (previous or {}).get("parents"))
-    children, cstats = indexing.build_child_chunks(kb, version, parents, parsed, previous=(previous or {}).get("children"))
+    children, cstats = indexing.build_child_chunks(
+        kb, version, parents, parsed, previous=(previous or {}).get("children")
+    )
     return parsed, parents, children, cstats
 
 
@@ -74,8 +76,13 @@ def test_children_are_propositions_with_llm_usage_in_the_stats_and_a_rerun_is_fr
     assert model_server.calls()[0].headers["authorization"] == f"Bearer {KEY}"
     # each child's span is its batch, inside its parent
     by_parent = {r["parent_id"]: r for r in parents.to_pylist()}
-    assert all(by_parent[r["parent_id"]]["start_offset"] <= r["start_offset"] < r["end_offset"]
-               <= by_parent[r["parent_id"]]["end_offset"] for r in rows)
+    assert all(
+        by_parent[r["parent_id"]]["start_offset"]
+        <= r["start_offset"]
+        < r["end_offset"]
+        <= by_parent[r["parent_id"]]["end_offset"]
+        for r in rows
+    )
 
     # the same chunking again, without the previous output: every answer from the cache
     _, _, again, stats2 = chunk(kb_dir)
@@ -122,8 +129,11 @@ def test_the_version_names_the_llm_model_only_for_plans_that_call_one(
     assert strategy_version(resolve_kb(kb_dir)) != v1
     (kb_dir / "kb.yaml").write_text(text.replace(PLAN, "PARENT:RECURSIVE;CHILD:RECURSIVE"))
     assert "llm" not in version_inputs(resolve_kb(kb_dir))
-    (kb_dir / "kb.yaml").write_text(text.replace(PLAN, "PARENT:RECURSIVE;CHILD:LLM").replace(
-        "LLM: {llm_enabled: true}", "LLM: {llm_enabled: false}"))
+    (kb_dir / "kb.yaml").write_text(
+        text.replace(PLAN, "PARENT:RECURSIVE;CHILD:LLM").replace(
+            "LLM: {llm_enabled: true}", "LLM: {llm_enabled: false}"
+        )
+    )
     assert "llm" not in version_inputs(resolve_kb(kb_dir))
 
 
@@ -149,10 +159,12 @@ def test_indexing_through_dagster_again_makes_no_new_calls(model_server: OpenAIS
         import pyarrow.parquet as pq
 
         rows = pq.read_table(part).to_pylist()
-        texts = {r["doc_id"]: r["text"] for r in pq.read_table(
-            layout.partition_dir("parsed_blocks", "facts") / "texts.parquet").to_pylist()}
+        texts = {
+            r["doc_id"]: r["text"]
+            for r in pq.read_table(layout.partition_dir("parsed_blocks", "facts") / "texts.parquet").to_pylist()
+        }
         assert all(json.loads(r["metadata"]).get("llm_verbatim") for r in rows)
-        assert all(texts[r["doc_id"]][r["start_offset"]:r["end_offset"]] == r["text"] for r in rows)
+        assert all(texts[r["doc_id"]][r["start_offset"] : r["end_offset"]] == r["text"] for r in rows)
 
         # a forced re-run with the chunk partitions gone (nothing to reuse): answers from the cache
         for asset in ("parent_blocks", "child_chunks"):

@@ -64,9 +64,14 @@ def test_verbatim_pieces_get_their_exact_source_spans(openai_server: OpenAIServe
 def test_pieces_reflowed_by_the_model_still_map_to_the_exact_source(
     openai_server: OpenAIServer, make_client: MakeClient
 ) -> None:
-    reflowed = [" ".join(P1.split()), "Daily snapshots are kept for 30 days.  Monthly snapshots\nare kept for 12 months.",
-                P3.replace("，", "，").replace("。解决", "。 解决")]
-    openai_server.queue(Reply.chat("Here you go:\n```json\n" + json.dumps(reflowed, ensure_ascii=False) + "\n```\nDone!"))
+    reflowed = [
+        " ".join(P1.split()),
+        "Daily snapshots are kept for 30 days.  Monthly snapshots\nare kept for 12 months.",
+        P3.replace("，", "，").replace("。解决", "。 解决"),
+    ]
+    openai_server.queue(
+        Reply.chat("Here you go:\n```json\n" + json.dumps(reflowed, ensure_ascii=False) + "\n```\nDone!")
+    )
     pieces = llm_split(DOC, make_client(openai_server))
     assert [p.text for p in pieces] == [P1, P2, P3]  # the source's own text, line breaks and all
     assert all(not p.derived and DOC[p.start : p.end] == p.text for p in pieces)
@@ -95,7 +100,9 @@ def test_text_the_model_left_out_is_kept_by_the_fallback_in_place(
     check_spans(DOC, pieces)
 
 
-def test_a_piece_over_max_piece_chars_is_cut_in_source_spans(openai_server: OpenAIServer, make_client: MakeClient) -> None:
+def test_a_piece_over_max_piece_chars_is_cut_in_source_spans(
+    openai_server: OpenAIServer, make_client: MakeClient
+) -> None:
     rewritten_p2 = "Daily snapshots stay for 30 days; monthly snapshots are kept for 12 months."
     openai_server.queue(Reply.chat(json.dumps([P1, rewritten_p2, P3], ensure_ascii=False)))
     pieces = llm_split(DOC, make_client(openai_server), max_piece_chars=50)
@@ -138,8 +145,19 @@ def test_repeated_pieces_are_dropped(openai_server: OpenAIServer, make_client: M
         (Reply.chat(json.dumps(["x"] * 1001)), "more than 1000"),
         (Reply.chat(json.dumps([DOC] * 3000)), "over the limit"),
     ],
-    ids=["http-500", "timeout", "malformed-body", "empty", "chatter", "broken-json", "object", "injected-text",
-         "low-coverage", "too-many-pieces", "huge"],
+    ids=[
+        "http-500",
+        "timeout",
+        "malformed-body",
+        "empty",
+        "chatter",
+        "broken-json",
+        "object",
+        "injected-text",
+        "low-coverage",
+        "too-many-pieces",
+        "huge",
+    ],
 )
 def test_a_bad_answer_falls_back_to_semantic_and_says_why(
     openai_server: OpenAIServer, make_client: MakeClient, reply: Reply, reason: str
@@ -199,5 +217,7 @@ def test_the_outermost_array_is_taken_from_chatter_and_fences() -> None:
 
 def test_repeated_text_maps_to_the_occurrence_in_order() -> None:
     text = "Restart the service.\n\nCheck the logs.\n\nRestart the service."
-    mapped, reason = map_answer(text, 0, len(text), ["Restart the service.", "Check the logs.", "Restart the service."], 0.8)
+    mapped, reason = map_answer(
+        text, 0, len(text), ["Restart the service.", "Check the logs.", "Restart the service."], 0.8
+    )
     assert reason == "" and [(m.start, m.end) for m in mapped] == [(0, 20), (22, 37), (39, 59)]

@@ -24,11 +24,16 @@ CORPUS = str(Path(sys.executable).with_name("corpus"))
 
 def preview(server: OpenAIServer, home: Path, path: Path, *args: str, env_extra: dict[str, str] | None = None):
     env = {
-        **os.environ, "CORPUS_HOME": str(home), "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY,
-        "CORPUS_LLM_MODEL": "preview-model", **(env_extra or {}),
+        **os.environ,
+        "CORPUS_HOME": str(home),
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": KEY,
+        "CORPUS_LLM_MODEL": "preview-model",
+        **(env_extra or {}),
     }
-    r = subprocess.run([CORPUS, "preview", str(path), *args], capture_output=True, text=True, env=env, timeout=120,
-                       check=False)
+    r = subprocess.run(
+        [CORPUS, "preview", str(path), *args], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
     assert KEY not in r.stdout and KEY not in r.stderr
     return r
 
@@ -80,8 +85,16 @@ def test_a_broken_endpoint_falls_back_without_failing_the_preview(
     openai_server: OpenAIServer, doc: Path, tmp_path: Path
 ) -> None:
     openai_server.default = Reply.error(500, f"upstream failed for key {KEY}")
-    r = preview(openai_server, tmp_path / "home", doc, "--strategy", "LLM", "--config", '{"llm_enabled": true}',
-                env_extra={"NO_COLOR": "1"})
+    r = preview(
+        openai_server,
+        tmp_path / "home",
+        doc,
+        "--strategy",
+        "LLM",
+        "--config",
+        '{"llm_enabled": true}',
+        env_extra={"NO_COLOR": "1"},
+    )
     assert r.returncode == 0, r.stderr
     assert "fallback_from=LLM" in r.stdout and "InternalServerError" in r.stdout
     assert "1 calls (1 failed)" in r.stdout
@@ -90,8 +103,9 @@ def test_a_broken_endpoint_falls_back_without_failing_the_preview(
 def test_without_a_model_in_the_environment_the_preview_falls_back(
     openai_server: OpenAIServer, doc: Path, tmp_path: Path
 ) -> None:
-    r = preview(openai_server, tmp_path / "home", doc, "--strategy", "PROPOSITION", "--json",
-                env_extra={"CORPUS_LLM_MODEL": ""})
+    r = preview(
+        openai_server, tmp_path / "home", doc, "--strategy", "PROPOSITION", "--json", env_extra={"CORPUS_LLM_MODEL": ""}
+    )
     out = json.loads(r.stdout)
     assert "llm" not in out and openai_server.calls() == []
     assert {c["metadata"]["fallback_reason"] for c in out["chunks"]} == {"no LLM configured"}

@@ -26,7 +26,13 @@ def test_pdf_pages_headings_lists_images_and_chinese(kb_dir: Path, parse: Parse)
     ]  # page numbers "1" and "2" in the bottom margin are dropped
     assert parsed.blocks[8].section_path == "Restore Guide > 第二章 数据恢复"
     (image,) = parsed.images
-    assert (image.block_index, image.page_num, image.mime_type, image.width, image.height) == (5, 1, "image/png", 360, 120)
+    assert (image.block_index, image.page_num, image.mime_type, image.width, image.height) == (
+        5,
+        1,
+        "image/png",
+        360,
+        120,
+    )
     assert image.context_after.startswith("The wizard is shown above.")
     assert Path(image.path).is_file()
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,9 +43,18 @@ def _parents() -> pd.DataFrame:
     for i, (doc, text) in enumerate(TEXTS.items()):
         rows.append(
             {
-                "parent_id": f"p{i}", "parent_index": 0, "doc_id": doc, "doc_path": f"{doc}.md", "text": text,
-                "start_offset": 0, "end_offset": len(text), "char_count": len(text), "token_count": len(text.split()),
-                "overlap_chars": 0, "derived": False, "strategy": "RECURSIVE",
+                "parent_id": f"p{i}",
+                "parent_index": 0,
+                "doc_id": doc,
+                "doc_path": f"{doc}.md",
+                "text": text,
+                "start_offset": 0,
+                "end_offset": len(text),
+                "char_count": len(text),
+                "token_count": len(text.split()),
+                "overlap_chars": 0,
+                "derived": False,
+                "strategy": "RECURSIVE",
             }
         )
     return pd.DataFrame(rows)
@@ -53,9 +63,20 @@ def _parents() -> pd.DataFrame:
 def _child(cid: str, pid: str, doc: str, idx: int, start: int, end: int, **kw: Any) -> dict[str, Any]:
     text = kw.pop("text", TEXTS[doc][start:end])
     row = {
-        "chunk_id": cid, "parent_id": pid, "chunk_index": idx, "chunk_type": "TEXT", "doc_id": doc,
-        "doc_path": f"{doc}.md", "text": text, "start_offset": start, "end_offset": end, "char_count": len(text),
-        "token_count": len(text.split()), "overlap_chars": 0, "derived": False, "strategy": "RECURSIVE",
+        "chunk_id": cid,
+        "parent_id": pid,
+        "chunk_index": idx,
+        "chunk_type": "TEXT",
+        "doc_id": doc,
+        "doc_path": f"{doc}.md",
+        "text": text,
+        "start_offset": start,
+        "end_offset": end,
+        "char_count": len(text),
+        "token_count": len(text.split()),
+        "overlap_chars": 0,
+        "derived": False,
+        "strategy": "RECURSIVE",
         "text_hash": _h(text),
     }
     row.update(kw)
@@ -70,8 +91,17 @@ def _children() -> pd.DataFrame:
             _child("c2", "p1", "d2", 0, 0, 37),
             # An image chunk: derived text (a description), the span of the image in the
             # source, longer than the plan's max_chars: tolerated by the size and offset rules.
-            _child("c3", "p1", "d2", 1, 23, 37, chunk_type="IMAGE", derived=True,
-                   text="[image] a diagram of the sigma to omega pipeline with three stages and arrows"),
+            _child(
+                "c3",
+                "p1",
+                "d2",
+                1,
+                23,
+                37,
+                chunk_type="IMAGE",
+                derived=True,
+                text="[image] a diagram of the sigma to omega pipeline with three stages and arrows",
+            ),
         ]
     )
 
@@ -93,7 +123,9 @@ def _texts(extra: dict[str, str] | None = None) -> pa.Table:
     docs = {**TEXTS, **(extra or {})}
     return pa.table(
         {
-            "doc_id": list(docs), "path": [f"{d}.md" for d in docs], "status": ["OK"] * len(docs),
+            "doc_id": list(docs),
+            "path": [f"{d}.md" for d in docs],
+            "status": ["OK"] * len(docs),
             "text": list(docs.values()),
         }
     )
@@ -103,7 +135,9 @@ def _by_name(outcomes) -> dict[str, Any]:
     return {o.name: o for o in outcomes}
 
 
-def _run_all(parents=None, children=None, texts=None, embeddings=None, th=THRESHOLDS, asset: str | None = None) -> dict[str, Any]:
+def _run_all(
+    parents=None, children=None, texts=None, embeddings=None, th=THRESHOLDS, asset: str | None = None
+) -> dict[str, Any]:
     """The suites of every asset (or of one: GX costs ~0.1-1 s per suite)."""
     parents = _parents() if parents is None else parents
     children = _children() if children is None else children
@@ -160,12 +194,25 @@ BREAKERS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     ("parent_offsets_valid", lambda: {"parents": _set(_parents(), 1, end_offset=500)}),
     ("parent_offsets_valid", lambda: {"parents": _set(_parents(), 1, char_count=7)}),
     ("parent_size_within_plan", lambda: {"th": _th(parent=TableThresholds(default=SizeLimits(max_chars=60)))}),
-    ("parent_quantiles", lambda: {"th": _th(parent=TableThresholds(default=SizeLimits(max_chars=120), char_count={"p50": (100, None)}))}),
+    (
+        "parent_quantiles",
+        lambda: {"th": _th(parent=TableThresholds(default=SizeLimits(max_chars=120), char_count={"p50": (100, None)}))},
+    ),
     ("documents_have_parents", lambda: {"texts": _texts({"d3": "A third document with text but no parent."})}),
     ("child_not_empty", lambda: {"children": _set(_children(), 1, text="   ")}),
     ("child_unique", lambda: {"children": _set(_children(), 1, chunk_id="c0")}),
-    ("child_unique", lambda: {"children": pd.concat([_children(), _children().iloc[[0]].assign(chunk_id="c9")], ignore_index=True)}),
-    ("child_duplicate_text", lambda: {"children": pd.concat([_children(), _children().iloc[[0]].assign(chunk_id="c9", chunk_index=7)], ignore_index=True)}),
+    (
+        "child_unique",
+        lambda: {"children": pd.concat([_children(), _children().iloc[[0]].assign(chunk_id="c9")], ignore_index=True)},
+    ),
+    (
+        "child_duplicate_text",
+        lambda: {
+            "children": pd.concat(
+                [_children(), _children().iloc[[0]].assign(chunk_id="c9", chunk_index=7)], ignore_index=True
+            )
+        },
+    ),
     ("child_offsets_valid", lambda: {"children": _set(_children(), 1, start_offset=49)}),
     ("child_offsets_valid", lambda: {"children": _set(_children(), 2, start_offset=30, end_offset=20)}),
     ("child_offsets_valid", lambda: {"children": _set(_children(), 0, doc_id="unknown-doc")}),
@@ -175,16 +222,28 @@ BREAKERS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         "child_inside_parent",
         lambda: {"parents": _set(_parents(), 0, end_offset=60, text=DOC[:60], char_count=60)},
     ),
-    ("child_size_within_plan", lambda: {"th": _th(child=TableThresholds(default=SizeLimits(max_chars=40, min_chars=1)))}),
+    (
+        "child_size_within_plan",
+        lambda: {"th": _th(child=TableThresholds(default=SizeLimits(max_chars=40, min_chars=1)))},
+    ),
     ("child_size_within_plan", lambda: {"th": _th(child=TableThresholds(default=SizeLimits(max_tokens=5)))}),
-    ("child_size_above_minimum", lambda: {"th": _th(child=TableThresholds(default=SizeLimits(max_chars=50, min_chars=48)))}),
+    (
+        "child_size_above_minimum",
+        lambda: {"th": _th(child=TableThresholds(default=SizeLimits(max_chars=50, min_chars=48)))},
+    ),
     ("child_token_limit", lambda: {"children": _set(_children(), 0, token_count=300)}),
     ("child_token_limit", lambda: {"children": _set(_children(), 3, token_count=21)}),  # image chunks are embedded too
-    ("child_quantiles", lambda: {"th": _th(child=TableThresholds(default=SizeLimits(max_chars=50), token_count={"p95": (None, 5)}))}),
+    (
+        "child_quantiles",
+        lambda: {"th": _th(child=TableThresholds(default=SizeLimits(max_chars=50), token_count={"p95": (None, 5)}))},
+    ),
     ("documents_have_chunks", lambda: {"children": _children().iloc[:2].reset_index(drop=True)}),
     ("embedding_dimension", lambda: {"embeddings": _embeddings(_children(), dim=3)}),
     ("embedding_dimension", lambda: {"embeddings": _vectors(OK4 * 3 + [[0.5, 0.5, 0.5]], _children())}),
-    ("embedding_values_finite", lambda: {"embeddings": _vectors(OK4 * 3 + [[0.5, float("nan"), 0.5, 0.5]], _children())}),
+    (
+        "embedding_values_finite",
+        lambda: {"embeddings": _vectors(OK4 * 3 + [[0.5, float("nan"), 0.5, 0.5]], _children())},
+    ),
     ("embedding_values_finite", lambda: {"embeddings": _vectors(OK4 * 3 + [[0.0, 0.0, 0.0, 0.0]], _children())}),
     ("embeddings_cover_chunks", lambda: {"embeddings": _vectors(OK4 * 3, _children())}),
     ("embeddings_cover_chunks", lambda: {"embeddings": _embeddings(_set(_children(), 2, text_hash="stale"))}),
@@ -220,7 +279,9 @@ def test_the_last_chunk_of_a_parent_may_be_small_and_derived_chunks_are_exempt_f
 
 
 def test_quantile_failures_say_which_quantile_and_by_how_much():
-    th = _th(child=TableThresholds(default=SizeLimits(max_chars=50), char_count={"p50": (None, 30), "p95": (None, 100)}))
+    th = _th(
+        child=TableThresholds(default=SizeLimits(max_chars=50), char_count={"p50": (None, 30), "p95": (None, 100)})
+    )
     o = _by_name(check_child_chunks(_children(), _parents(), _texts(), th))["child_quantiles"]
     assert not o.passed and o.severity == "WARN" and not o.blocks
     assert "char_count p50 = 42 > 30" in o.message

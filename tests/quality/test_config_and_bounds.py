@@ -39,8 +39,16 @@ def test_defaults_come_from_the_plan_and_the_embedding_model(tmp_path):
     "plan, child, expected",
     [
         ("PARENT:RECURSIVE;CHILD:RECURSIVE", {"RECURSIVE": {"size_unit": "tokens", "max_tokens": 200}}, (None, 200)),
-        ("PARENT:RECURSIVE;CHILD:SLIDING_WINDOW", {"SLIDING_WINDOW": {"chunk_size": 400, "chunk_overlap": 40}}, (600, None)),
-        ("PARENT:RECURSIVE;CHILD:STRUCTURE,RECURSIVE", {"RECURSIVE": {"max_chars": 500, "overlap_chars": 50}}, (500, None)),
+        (
+            "PARENT:RECURSIVE;CHILD:SLIDING_WINDOW",
+            {"SLIDING_WINDOW": {"chunk_size": 400, "chunk_overlap": 40}},
+            (600, None),
+        ),
+        (
+            "PARENT:RECURSIVE;CHILD:STRUCTURE,RECURSIVE",
+            {"RECURSIVE": {"max_chars": 500, "overlap_chars": 50}},
+            (500, None),
+        ),
         ("PARENT:RECURSIVE;CHILD:STRUCTURE", {}, (2200, None)),  # no child bound: the parent's
         ("CHILD:STRUCTURE", {}, (None, None)),
     ],

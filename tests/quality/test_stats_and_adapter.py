@@ -50,8 +50,17 @@ def test_every_catalog_check_has_a_blocking_spec_on_its_asset():
 
 def test_outcomes_become_check_results_with_severity_counts_threshold_and_examples():
     outcomes = [
-        CheckOutcome("child_token_limit", "child_chunks", False, "ERROR", 10, 2, "child_token_limit: 2 of 10 fail",
-                     threshold={"max_tokens": 254}, examples=[{"chunk_id": "c1", "token_count": 300}]),
+        CheckOutcome(
+            "child_token_limit",
+            "child_chunks",
+            False,
+            "ERROR",
+            10,
+            2,
+            "child_token_limit: 2 of 10 fail",
+            threshold={"max_tokens": 254},
+            examples=[{"chunk_id": "c1", "token_count": 300}],
+        ),
         CheckOutcome("child_quantiles", "child_chunks", False, "WARN", 10, 1, "p50 too small", observed={"p50": 3}),
     ]
     r1, r2 = check_results("child_chunks", outcomes)

@@ -21,7 +21,9 @@ K = {"keyword": ChannelScore(1, 9.0)}
 VK = {**V, **K}
 
 
-def child(cid: str, parent: str, score: float, channels=V, start: int = 0, end: int = 10, doc: str = "a.md") -> ChildHit:
+def child(
+    cid: str, parent: str, score: float, channels=V, start: int = 0, end: int = 10, doc: str = "a.md"
+) -> ChildHit:
     return ChildHit(cid, parent, score, channels, f"text of {cid}", doc, "S", start, end)
 
 

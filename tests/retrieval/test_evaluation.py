@@ -55,7 +55,13 @@ def test_several_references_are_scored_together():
 def test_questions_load_from_jsonl(tmp_path):
     f = tmp_path / "q.jsonl"
     f.write_text(
-        json.dumps({"id": "q1", "question": "port?", "references": [{"doc_path": "a.md", "start": 3, "end": 9, "text": "port 8"}]})
+        json.dumps(
+            {
+                "id": "q1",
+                "question": "port?",
+                "references": [{"doc_path": "a.md", "start": 3, "end": 9, "text": "port 8"}],
+            }
+        )
         + "\n\n"
         + json.dumps({"question": "retention?", "references": [{"doc_path": "b.md", "start": 0, "end": 4}]})
         + "\n",
@@ -73,7 +79,10 @@ def test_questions_load_from_jsonl(tmp_path):
         ("{not json", r"q.jsonl:1: not valid JSON"),
         ('{"question": "", "references": []}', r"q.jsonl:1: needs a non-empty string 'question'"),
         ('{"question": "x"}', r"q.jsonl:1: needs 'references'"),
-        ('{"question": "x", "references": [{"doc_path": "a", "start": 5, "end": 5}]}', r"references\[0\] = .*0 <= start < end"),
+        (
+            '{"question": "x", "references": [{"doc_path": "a", "start": 5, "end": 5}]}',
+            r"references\[0\] = .*0 <= start < end",
+        ),
     ],
 )
 def test_a_bad_questions_line_is_refused_with_its_line_number(tmp_path, line, message):

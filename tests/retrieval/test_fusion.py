@@ -64,7 +64,10 @@ def test_rrf_adds_one_over_k_plus_rank_for_each_channel_that_found_a_child():
 
 def test_rrf_keeps_the_best_limit_candidates_and_breaks_ties_by_rank_then_id():
     fused = rrf_fuse(
-        {"vector": [ChannelHit("z", 0.9), ChannelHit("y", 0.8)], "keyword": [ChannelHit("x", 5.0), ChannelHit("w", 4.0)]},
+        {
+            "vector": [ChannelHit("z", 0.9), ChannelHit("y", 0.8)],
+            "keyword": [ChannelHit("x", 5.0), ChannelHit("w", 4.0)],
+        },
         k=60,
         limit=3,
     )

@@ -42,11 +42,24 @@ def index(tmp_path: Path) -> tuple[Path, Path]:
     for i, (cid, pid, text, start, _) in enumerate(CHUNKS):
         rows.append(
             {
-                "chunk_id": cid, "parent_id": pid, "chunk_index": i, "chunk_type": "TEXT", "kb": "ops",
-                "strategy_version": "v1", "doc_id": "d1", "doc_path": DOC, "text": text,
-                "start_offset": start, "end_offset": start + len(text), "char_count": len(text),
-                "token_count": 10, "section_path": "排查", "page_num": None, "block_index": i,
-                "strategy": "RECURSIVE", "metadata": "{}",
+                "chunk_id": cid,
+                "parent_id": pid,
+                "chunk_index": i,
+                "chunk_type": "TEXT",
+                "kb": "ops",
+                "strategy_version": "v1",
+                "doc_id": "d1",
+                "doc_path": DOC,
+                "text": text,
+                "start_offset": start,
+                "end_offset": start + len(text),
+                "char_count": len(text),
+                "token_count": 10,
+                "section_path": "排查",
+                "page_num": None,
+                "block_index": i,
+                "strategy": "RECURSIVE",
+                "metadata": "{}",
             }
         )
     vectors = np.asarray([c[4] for c in CHUNKS], dtype=np.float32)
@@ -57,8 +70,15 @@ def index(tmp_path: Path) -> tuple[Path, Path]:
     pq.write_table(
         pa.Table.from_pylist(
             [
-                {"parent_id": pid, "text": f"<{pid} " + "·" * (e - s - len(pid) - 3) + ">", "doc_path": DOC,
-                 "section_path": "排查", "start_offset": s, "end_offset": e, "overlap_chars": 0}
+                {
+                    "parent_id": pid,
+                    "text": f"<{pid} " + "·" * (e - s - len(pid) - 3) + ">",
+                    "doc_path": DOC,
+                    "section_path": "排查",
+                    "start_offset": s,
+                    "end_offset": e,
+                    "overlap_chars": 0,
+                }
                 for pid, s, e in PARENTS
             ]
         ),
@@ -69,8 +89,15 @@ def index(tmp_path: Path) -> tuple[Path, Path]:
 
 def _searcher(index, queries, **settings) -> Searcher:
     db, parents = index
-    return Searcher(db, "ops", "v1", model="fake", settings=SearchSettings(**settings), parents_file=parents,
-                    embedder=FakeEmbedder(queries))
+    return Searcher(
+        db,
+        "ops",
+        "v1",
+        model="fake",
+        settings=SearchSettings(**settings),
+        parents_file=parents,
+        embedder=FakeEmbedder(queries),
+    )
 
 
 def test_a_chinese_query_is_found_by_the_keyword_channel_and_elevated_to_its_parent(index):

@@ -12,10 +12,19 @@ from corpus_pipeline.versioning import strategy_version
 
 def test_the_defaults_are_the_numbers_of_seed_003():
     assert SearchSettings().to_dict() == {
-        "vector_top_k": 8, "keyword_top_k": 8, "min_vector_similarity": 0.45,
-        "keyword_relative_score_floor": 0.35, "rrf_k": 60, "candidate_top_k": 10, "final_top_k": 5,
-        "extra_hit_boost": 0.12, "max_extra_hits": 3, "multi_channel_boost": 0.10,
-        "parent_evidence_max_chars": 2200, "total_evidence_max_chars": 5200, "hit_preview_chars": 140,
+        "vector_top_k": 8,
+        "keyword_top_k": 8,
+        "min_vector_similarity": 0.45,
+        "keyword_relative_score_floor": 0.35,
+        "rrf_k": 60,
+        "candidate_top_k": 10,
+        "final_top_k": 5,
+        "extra_hit_boost": 0.12,
+        "max_extra_hits": 3,
+        "multi_channel_boost": 0.10,
+        "parent_evidence_max_chars": 2200,
+        "total_evidence_max_chars": 5200,
+        "hit_preview_chars": 140,
         "max_unknown_token_share": 0.25,  # ours, not the seed's: see retrieval.settings
     }
 
@@ -42,7 +51,10 @@ def test_out_of_range_or_unknown_search_keys_are_refused(raw, message):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"keyword_relative_score_floor": 1.2}, r"search.keyword_relative_score_floor = 1.2 is out of range: allowed 0.0..1.0"),
+        (
+            {"keyword_relative_score_floor": 1.2},
+            r"search.keyword_relative_score_floor = 1.2 is out of range: allowed 0.0..1.0",
+        ),
         ({"final_top_k": 2.5}, r"search.final_top_k = 2.5: must be a whole number"),
         ({"vector_top_k": 0, "keyword_top_k": 0}, r"both 0"),
     ],

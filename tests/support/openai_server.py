@@ -27,9 +27,10 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -66,32 +67,33 @@ class Reply:
     content_type: str = "application/json"
 
     @staticmethod
-    def json(obj: Any, status: int = 200) -> "Reply":
+    def json(obj: Any, status: int = 200) -> Reply:
         return Reply(status, json.dumps(obj, ensure_ascii=False).encode())
 
     @staticmethod
-    def chat(content: str, model: str = "test-model") -> "Reply":
+    def chat(content: str, model: str = "test-model") -> Reply:
         return Reply.json(
             {
                 "id": "chatcmpl-test",
                 "object": "chat.completion",
                 "created": 0,
                 "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                             "finish_reason": "stop"}],
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                ],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }
         )
 
     @staticmethod
-    def error(status: int = 500, message: str = "internal error") -> "Reply":
+    def error(status: int = 500, message: str = "internal error") -> Reply:
         return Reply.json({"error": {"message": message, "type": "server_error", "code": status}}, status)
 
     @staticmethod
-    def malformed() -> "Reply":
+    def malformed() -> Reply:
         return Reply(200, b"{this is not json")
 
-    def after(self, seconds: float) -> "Reply":
+    def after(self, seconds: float) -> Reply:
         return replace(self, delay_s=seconds)
 
 
@@ -132,7 +134,7 @@ class OpenAIServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def start(self) -> "OpenAIServer":
+    def start(self) -> OpenAIServer:
         server = self
 
         class _Handler(BaseHTTPRequestHandler):
@@ -141,7 +143,7 @@ class OpenAIServer:
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length).decode("utf-8", "replace")
                 try:
@@ -173,7 +175,7 @@ class OpenAIServer:
             self._httpd.server_close()
             self._httpd = None
 
-    def __enter__(self) -> "OpenAIServer":
+    def __enter__(self) -> OpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

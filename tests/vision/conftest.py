@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
-from corpus_pipeline.models import ExtractedImage
 from parsing.builders import CJK_FONT, png
 from support.openai_server import openai_server  # noqa: F401  (the fixture)
+
+from corpus_pipeline.models import ExtractedImage
 
 MakeImage = Callable[..., ExtractedImage]
 
@@ -27,7 +27,17 @@ def make_image(tmp_path: Path) -> MakeImage:
         path = tmp_path / "images" / f"{sha}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        return ExtractedImage(sha, "doc1", block_index, 1, "image/png", str(path),
-                              context_before="before", context_after="after", width=360, height=120)
+        return ExtractedImage(
+            sha,
+            "doc1",
+            block_index,
+            1,
+            "image/png",
+            str(path),
+            context_before="before",
+            context_after="after",
+            width=360,
+            height=120,
+        )
 
     return make

@@ -7,22 +7,31 @@ import json
 from pathlib import Path
 
 import pytest
+from support.openai_server import OpenAIServer, Reply
 
 from corpus_pipeline.vision import VisionSettings, describe_images, tesseract_available
-from support.openai_server import OpenAIServer, Reply
 from vision.conftest import MakeImage
 
 needs_tesseract = pytest.mark.skipif(not tesseract_available(), reason="tesseract is not installed")
 
 ANSWER = json.dumps(
-    {"description": "A port matrix.", "keywords": ["ports", "8443"], "image_type": "TABLE_IMAGE",
-     "embedding_text": "Port matrix: 8443 console"}
+    {
+        "description": "A port matrix.",
+        "keywords": ["ports", "8443"],
+        "image_type": "TABLE_IMAGE",
+        "embedding_text": "Port matrix: 8443 console",
+    }
 )
 
 
 def settings(server: OpenAIServer | None, **kw: object) -> VisionSettings:
-    base = dict(model="vlm-test", base_url=server.base_url if server else None, api_key="sk-secret-123456",
-                timeout_s=2.0, max_retries=0)
+    base = dict(
+        model="vlm-test",
+        base_url=server.base_url if server else None,
+        api_key="sk-secret-123456",
+        timeout_s=2.0,
+        max_retries=0,
+    )
     base.update(kw)
     return VisionSettings(**base)  # type: ignore[arg-type]
 
@@ -32,7 +41,12 @@ def test_described_by_the_model_then_cached(openai_server: OpenAIServer, make_im
     openai_server.queue(Reply.chat(ANSWER))
     (d,) = describe_images([image], settings(openai_server), tmp_path / "cache")
     assert (d.status, d.image_type, d.embedding_text, d.keywords, d.degraded) == (
-        "DESCRIBED", "TABLE_IMAGE", "Port matrix: 8443 console", ("ports", "8443"), False)
+        "DESCRIBED",
+        "TABLE_IMAGE",
+        "Port matrix: 8443 console",
+        ("ports", "8443"),
+        False,
+    )
     (call,) = openai_server.calls()
     assert call.model == "vlm-test" and call.body["response_format"] == {"type": "json_object"}
     (part,) = call.parts("image_url")
@@ -55,8 +69,13 @@ def test_fenced_json_answer_is_accepted(openai_server: OpenAIServer, make_image:
 @needs_tesseract
 @pytest.mark.parametrize(
     "failure",
-    [Reply.error(500), Reply.malformed(), Reply.chat("no json here"), Reply.chat('{"image_type": "X"}'),
-     Reply.chat(ANSWER).after(3.0)],
+    [
+        Reply.error(500),
+        Reply.malformed(),
+        Reply.chat("no json here"),
+        Reply.chat('{"image_type": "X"}'),
+        Reply.chat(ANSWER).after(3.0),
+    ],
     ids=["http-500", "malformed-body", "not-json", "invalid-answer", "timeout"],
 )
 def test_vision_failure_with_ocr_text_is_degraded(
@@ -70,7 +89,9 @@ def test_vision_failure_with_ocr_text_is_degraded(
 
 
 @needs_tesseract
-def test_vision_failure_without_ocr_text_is_skipped_with_reason(openai_server: OpenAIServer, make_image: MakeImage) -> None:
+def test_vision_failure_without_ocr_text_is_skipped_with_reason(
+    openai_server: OpenAIServer, make_image: MakeImage
+) -> None:
     openai_server.queue(Reply.error(503))
     (d,) = describe_images([make_image("")], settings(openai_server), None)
     assert d.status == "SKIPPED" and d.skip_reason.startswith("VLM_FAILED_NO_OCR_TEXT") and d.embedding_text == ""
@@ -135,4 +156,3 @@ def test_settings_come_from_kb_yaml_then_environment() -> None:
     s = vision_settings(VisionConfig(model="yaml-model", api_key_env="MY_KEY"), env)
     assert (s.model, s.base_url, s.api_key) == ("yaml-model", "http://env/v1", "k1")
     assert vision_settings(None, {}).has_vision_model is False
-
