@@ -10,7 +10,7 @@ run, the run fails, and ``assets.runner.index_kb`` does not activate the version
 
     CHECK_SPECS[asset]                 the AssetCheckSpecs of one asset
     check_results(asset, outcomes)     CheckOutcome -> AssetCheckResult
-    run_checks(asset, kb, **tables)    thresholds + the asset's suite -> results
+    quality_outcomes(asset, kb, key, **tables)   thresholds + the asset's checks -> outcomes
     distribution_metadata(table, ...)  p5/p50/p95, counts by chunk_type, histogram
 """
 
@@ -87,18 +87,18 @@ def _crashed(asset_name: str, exc: BaseException) -> list[CheckOutcome]:
     ]
 
 
-def run_checks(asset_name: str, kb: KnowledgeBase, **tables: Any) -> list[AssetCheckResult]:
-    """Resolve the KB's thresholds and run the asset's suite over this partition's tables
+def quality_outcomes(asset_name: str, kb: KnowledgeBase, partition: Any, **tables: Any) -> list[CheckOutcome]:
+    """Resolve the KB's thresholds and run the asset's checks over this partition's tables
     (``parents``/``texts`` for parent_blocks; ``children``/``parents``/``texts`` for
-    child_chunks; ``embeddings``/``children`` for chunk_embeddings)."""
+    child_chunks; ``embeddings``/``children`` for chunk_embeddings). A check that raises is
+    a failed blocking check, never a silent pass."""
     from corpus_pipeline.quality.bounds import resolve_thresholds
     from corpus_pipeline.quality.suites import run_suite
 
     try:
-        outcomes = run_suite(asset_name, resolve_thresholds(kb), **tables)
+        return run_suite(asset_name, resolve_thresholds(kb), **tables)
     except Exception as exc:  # noqa: BLE001 - reported as failed blocking checks
-        outcomes = _crashed(asset_name, exc)
-    return check_results(asset_name, outcomes)
+        return _crashed(asset_name, exc)
 
 
 def distribution_metadata(table: pa.Table, kb: KnowledgeBase | None = None) -> dict[str, Any]:

@@ -23,7 +23,6 @@ all_assets = [
 
 def build_definitions(home: str = "") -> Definitions:
     """Definitions over one CORPUS_HOME (empty: the environment's)."""
-    warehouse = str((__import__("pathlib").Path(home) / "warehouse").resolve()) if home else ""
     return Definitions(
         assets=all_assets,
         jobs=[parse_kb_job, index_version_job],
@@ -32,7 +31,7 @@ def build_definitions(home: str = "") -> Definitions:
         resources={
             "corpus": CorpusResource(home=home),
             "llm": LLMResource(),
-            "io_manager": PartitionedParquetIOManager(warehouse=warehouse),
+            "io_manager": PartitionedParquetIOManager(home=home),
         },
     )
 

@@ -17,11 +17,11 @@ from dagster import DagsterEventType, DagsterInstance, Definitions
 from assets.definitions import build_definitions
 from assets.partitions import kb_version_key
 from corpus_pipeline import freshness, indexing
-from corpus_pipeline.errors import StoreError
+from corpus_pipeline.indexing.stats import ChunkStats, DiscoverStats, EmbedStats, ParseStats, read_checks, read_stats
 from corpus_pipeline.kbconfig import KnowledgeBase
-from corpus_pipeline.paths import Layout
-from corpus_pipeline.store.parquet import read_manifest, read_partition
-from corpus_pipeline.versioning import active_version
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.parquet import read_manifest
+from corpus_pipeline.store.versions import active_version, register_version
 
 # Progress and failures are printed by corpus itself (below); Dagster's console logger
 # would repeat every failure with a stack trace.
@@ -44,8 +44,10 @@ class KBIndexSummary:
     documents_chunked: int = 0
     parent_blocks: int = 0
     child_chunks: int = 0
+    recut_chunks: int = 0  # chunks cut again to fit the embedding model's window (this run)
     embedded: int = 0
     reused: int = 0  # chunks whose vectors came from the cache
+    checks_failed: list[dict[str, Any]] = field(default_factory=list)  # {asset, partition, check, severity, message}
     runs: list[str] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
@@ -59,14 +61,6 @@ def register_partitions(instance: DagsterInstance, kb: str, version: str) -> Non
         instance.add_dynamic_partitions("kb", [kb])
     if not instance.has_dynamic_partition("strategy_version", version):
         instance.add_dynamic_partitions("strategy_version", [version])
-
-
-def _meta(result, asset: str) -> dict[str, Any]:
-    for ev in result.get_asset_materialization_events():
-        mat = ev.event_specific_data.materialization
-        if mat.asset_key.path[-1] == asset:
-            return {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
-    return {}
 
 
 def _progress(result, partition: str, say: Callable[[str], None]) -> None:
@@ -83,21 +77,53 @@ def _progress(result, partition: str, say: Callable[[str], None]) -> None:
                 say(f"  ✗ check {data.check_name} on {data.asset_key.to_user_string()} failed ({data.severity.value})")
 
 
-def _fill_from_outputs(summary: KBIndexSummary, layout: Layout, kb: str, version: str) -> None:
-    """Counts of what is already built, for a KB that needed no run."""
-    try:
-        texts = read_partition(layout.partition_dir("parsed_blocks", kb), "texts")
-        summary.documents = texts.num_rows
-        summary.documents_reused = texts.num_rows
-        summary.failed_documents = [
-            {"path": r["path"], "error": r["error"] or ""} for r in texts.to_pylist() if r["status"] != "OK"
-        ]
-    except StoreError:
-        pass
-    rows = lambda asset: int((read_manifest(layout.partition_dir(asset, kb, version)).get("rows") or {}).get("data", 0))  # noqa: E731
-    summary.parent_blocks = rows("parent_blocks")
-    summary.child_chunks = rows("child_chunks")
-    summary.reused = summary.child_chunks
+def _written_by(folder, run_id: str | None) -> bool:
+    return run_id is None or read_manifest(folder).get("run_id") == run_id
+
+
+def _fill_parse(summary: KBIndexSummary, layout: Layout, kb: str, run_id: str | None) -> None:
+    """Document counts from the parse partitions' recorded stats (``run_id``: only what that
+    run wrote; None: what is on disk, when nothing ran)."""
+    docs_dir, parsed_dir = layout.partition_dir("documents", kb), layout.partition_dir("parsed_blocks", kb)
+    found = read_stats(docs_dir, DiscoverStats) if _written_by(docs_dir, run_id) else None
+    parsed = read_stats(parsed_dir, ParseStats) if _written_by(parsed_dir, run_id) else None
+    if found is not None:
+        summary.documents = found.documents
+    if parsed is not None:
+        summary.documents = parsed.documents or summary.documents
+        if run_id is None:  # nothing ran: everything on disk is reused
+            summary.documents_reused = parsed.documents
+        else:
+            summary.documents_parsed, summary.documents_reused = parsed.parsed, parsed.reused
+        summary.failed_documents = list(parsed.failed)
+
+
+def _fill_version(summary: KBIndexSummary, layout: Layout, kb: str, version: str, run_id: str | None) -> None:
+    """Chunk and embedding counts and failed checks from the version's recorded stats."""
+    parts = {a: layout.partition_dir(a, kb, version) for a in ("parent_blocks", "child_chunks", "chunk_embeddings")}
+    parents = read_stats(parts["parent_blocks"], ChunkStats)
+    children = read_stats(parts["child_chunks"], ChunkStats)
+    emb = read_stats(parts["chunk_embeddings"], EmbedStats)
+    summary.parent_blocks = parents.rows if parents else 0
+    summary.child_chunks = children.rows if children else 0
+    fresh = {a: _written_by(f, run_id) for a, f in parts.items()}
+    if run_id is None or not fresh["child_chunks"]:
+        summary.reused = summary.child_chunks
+    else:
+        summary.documents_chunked = children.documents if children else 0
+        summary.recut_chunks = children.recut_chunks if children else 0
+        if emb is not None and fresh["chunk_embeddings"]:
+            summary.embedded, summary.reused = emb.embedded, emb.reused
+    key = f"{kb}|{version}"
+    for asset, folder in parts.items():
+        if run_id is not None and not fresh[asset]:
+            continue
+        for c in read_checks(folder):
+            if not c.get("passed", True):
+                summary.checks_failed.append(
+                    {"asset": asset, "partition": key, "check": c.get("name"), "severity": c.get("severity"),
+                     "message": c.get("message")}
+                )  # fmt: skip
 
 
 def index_kb(
@@ -114,9 +140,10 @@ def index_kb(
     t0 = time.monotonic()
     summary = KBIndexSummary(kb.name, version)
     register_partitions(instance, kb.name, version)
-    fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb))
+    fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb).tables)
     summary.reason = "forced" if force else fresh.reason
     parse_ok = True
+    parse_run: str | None = None
     if force or fresh.parse_needed:
         say(f"▶ {kb.name}: parse (partition {kb.name}) — {summary.reason}")
         r1 = defs.resolve_job_def("parse_kb").execute_in_process(
@@ -125,14 +152,12 @@ def index_kb(
         summary.runs.append(r1.run_id)
         summary.partitions_run.append(kb.name)
         _progress(r1, kb.name, say)
-        summary.documents = int(_meta(r1, "documents").get("documents", 0))
-        parsed = _meta(r1, "parsed_blocks")
-        summary.documents_parsed = int(parsed.get("parsed", 0))
-        summary.documents_reused = int(parsed.get("reused", 0))
-        summary.failed_documents = list(parsed.get("failed_documents", []) or [])
+        parse_run = r1.run_id
         parse_ok = r1.success
         if not r1.success:
             summary.status, summary.error = "failed", _first_error(r1)
+    _fill_parse(summary, layout, kb.name, parse_run)
+    version_run: str | None = None
     if parse_ok and (force or fresh.index_needed):
         key = kb_version_key(kb.name, version)
         say(f"▶ {kb.name}: chunk, embed, index (partition {kb.name}|{version})")
@@ -142,34 +167,28 @@ def index_kb(
         summary.runs.append(r2.run_id)
         summary.partitions_run.append(f"{kb.name}|{version}")
         _progress(r2, f"{kb.name}|{version}", say)
-        if not summary.partitions_run[:-1]:  # parse was fresh: report what it holds
-            _fill_from_outputs(summary, layout, kb.name, version)
-        child = _meta(r2, "child_chunks")
-        summary.parent_blocks = int(_meta(r2, "parent_blocks").get("parent_blocks", 0))
-        summary.child_chunks = int(child.get("child_chunks", 0))
-        summary.documents_chunked = int(child.get("documents_chunked", 0))
-        emb = _meta(r2, "chunk_embeddings")
-        summary.embedded = int(emb.get("embedded", 0))
-        summary.reused = int(emb.get("reused", 0))
+        version_run = r2.run_id
+        _fill_version(summary, layout, kb.name, version, version_run)
         if not r2.success:
-            summary.status, summary.error = "failed", _first_error(r2)
+            summary.status, summary.error = "failed", _first_error(r2, summary.checks_failed)
     if not summary.partitions_run:
         summary.up_to_date = True
-        _fill_from_outputs(summary, layout, kb.name, version)
+        _fill_version(summary, layout, kb.name, version, None)
         say(f"▶ {kb.name}: up to date ({version}) — nothing changed")
-    summary.active_version = active_version(layout.versions, kb.name)
+    summary.active_version = active_version(layout, kb.name)
     summary.seconds = round(time.monotonic() - t0, 2)
     return summary
 
 
-def _first_error(result) -> str:
+def _first_error(result, checks_failed: list[dict[str, Any]] | None = None) -> str:
+    """What stopped a run: a blocking check's own message (partition, document, chunk,
+    figure, limit, fix), else the first failed step's error."""
+    for c in checks_failed or []:
+        if c.get("severity") == "ERROR":
+            return f"blocking check {c['check']} on {c['asset']} ({c['partition']}) failed: {c['message']}"
     for ev in result.all_events:
         if ev.event_type == DagsterEventType.STEP_FAILURE and ev.event_specific_data.error:
             return f"{ev.step_key}: {ev.event_specific_data.error.message.strip()}"
-    for ev in result.all_events:
-        if ev.event_type == DagsterEventType.ASSET_CHECK_EVALUATION and not ev.event_specific_data.passed:
-            d = ev.event_specific_data
-            return f"blocking check {d.check_name} on {d.asset_key.to_user_string()} failed"
     return "run failed"
 
 
@@ -194,7 +213,7 @@ def backfill_strategy(
 ) -> list[KBIndexSummary]:
     """After a strategy's code version changed: materialize the new version of exactly the
     KBs whose plans use it (their other partitions and other KBs are left alone)."""
-    from corpus_pipeline.versioning import register_version, uses_strategy
+    from corpus_pipeline.versioning import uses_strategy
 
-    chosen = [(kb, register_version(layout.versions, kb)) for kb in kbs if uses_strategy(kb, strategy)]
+    chosen = [(kb, register_version(layout, kb)) for kb in kbs if uses_strategy(kb, strategy)]
     return index_kbs(layout, chosen, say)

@@ -31,7 +31,7 @@ from assets.partitions import kb_version_key
 from corpus_pipeline import freshness, indexing
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.versioning import register_version
+from corpus_pipeline.store.versions import register_version
 from resources import CorpusResource
 
 
@@ -53,12 +53,12 @@ def kb_change_sensor(context: SensorEvaluationContext, corpus: CorpusResource):
         except ConfigError as exc:
             context.log.warning(f"skipping knowledge base {name!r}: {exc}")
             continue
-        version = register_version(layout.versions, kb)
+        version = register_version(layout, kb)
         if not instance.has_dynamic_partition("kb", name) and name not in new_kbs:
             new_kbs.append(name)
         if not instance.has_dynamic_partition("strategy_version", version) and version not in new_versions:
             new_versions.append(version)
-        fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb))
+        fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb).tables)
         tags = {"corpus/trigger": "sensor", "corpus/reason": fresh.reason}
         if fresh.parse_needed:
             requests.append(

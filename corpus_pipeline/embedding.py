@@ -154,3 +154,29 @@ def embed_with_cache(
             found.update(fresh)
     vecs = np.stack([found[h] for h in hashes]) if hashes else np.zeros((0, dim), dtype=np.float32)
     return vecs.astype(np.float32), len(missing), len(texts) - len(missing)
+
+
+class CachedEmbedder:
+    """An ``Embedder`` that answers from the vector cache first and loads the model only on
+    a miss: what SEMANTIC (embedding breakpoints) uses in preview and in the index, so a
+    sentence embedded once is never embedded again, like the chunk embeddings."""
+
+    def __init__(self, model: str, *, batch_size: int = 32, cache: EmbeddingCache | None = None) -> None:
+        self.model_name = model
+        self.batch_size = batch_size
+        self.cache = cache
+        self.embedded = 0  # texts the model embedded through this object
+        self.reused = 0  # texts answered from the cache
+
+    def _load(self) -> Embedder:
+        return load_embedder(self.model_name, self.batch_size)
+
+    @property
+    def dimension(self) -> int:
+        return self._load().dimension
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vecs, embedded, reused = embed_with_cache(texts, self._load, self.cache, model_name=self.model_name)
+        self.embedded += embedded
+        self.reused += reused
+        return vecs

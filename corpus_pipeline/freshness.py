@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from corpus_pipeline.kbconfig import KnowledgeBase
-from corpus_pipeline.paths import Layout
+from corpus_pipeline.store.layout import Layout
 
 # Settings that do not shape parsing (they shape chunks, versions, search or checks).
 _NOT_PARSING = ("description", "chunking", "embedding", "search", "quality", "retention", "llm")
@@ -49,10 +49,6 @@ def parse_fingerprint(kb: KnowledgeBase, docs: pa.Table) -> str:
     return h.hexdigest()[:16]
 
 
-def _state_dir(layout: Layout, kb: str) -> Path:
-    return layout.warehouse / "state" / kb
-
-
 def _read(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -68,18 +64,19 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 
 
 def record_parsed(layout: Layout, kb: str, fingerprint: str) -> None:
-    _write(_state_dir(layout, kb) / "parse.json", {"fingerprint": fingerprint})
+    _write(layout.parse_state_file(kb), {"fingerprint": fingerprint})
 
 
 def last_parsed(layout: Layout, kb: str) -> str | None:
-    return _read(_state_dir(layout, kb) / "parse.json").get("fingerprint")
+    fp = _read(layout.parse_state_file(kb)).get("fingerprint")
+    return str(fp) if fp is not None else None
 
 
 def build_version() -> str:
     """The version of the code that builds a strategy version's tables (not the strategies,
     which are in the version itself): a bump makes every built version stale."""
-    from corpus_pipeline.indexing import CHUNK_TABLE_VERSION
     from corpus_pipeline.store.lance import SEARCH_TABLE_VERSION
+    from corpus_pipeline.versioning import CHUNK_TABLE_VERSION
 
     return f"{CHUNK_TABLE_VERSION}.{SEARCH_TABLE_VERSION}"
 
@@ -87,13 +84,12 @@ def build_version() -> str:
 def record_indexed(layout: Layout, kb: str, version: str) -> None:
     """The version was just rebuilt from the KB's last parse."""
     _write(
-        _state_dir(layout, kb) / f"index-{version}.json",
-        {"parse_fingerprint": last_parsed(layout, kb), "build": build_version()},
+        layout.index_state_file(kb, version), {"parse_fingerprint": last_parsed(layout, kb), "build": build_version()}
     )
 
 
 def forget_version(layout: Layout, kb: str, version: str) -> None:
-    (_state_dir(layout, kb) / f"index-{version}.json").unlink(missing_ok=True)
+    layout.index_state_file(kb, version).unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -112,15 +108,13 @@ class Freshness:
 
 def check(layout: Layout, kb: KnowledgeBase, version: str, documents: pa.Table) -> Freshness:
     """Compare the KB as discovered now (``documents``) with what was last built."""
-    from corpus_pipeline.store.lance import table_name
-
     fp = parse_fingerprint(kb, documents)
     last = last_parsed(layout, kb.name)
     parse_needed = last != fp
-    state = _read(_state_dir(layout, kb.name) / f"index-{version}.json")
+    state = _read(layout.index_state_file(kb.name, version))
     built_from = state.get("parse_fingerprint")
     # The table's folder, not a LanceDB connection: importing lancedb costs seconds.
-    has_table = (layout.lancedb / f"{table_name(kb.name, version)}.lance").is_dir()
+    has_table = layout.search_table_dir(kb.name, version).is_dir()
     old_build = state.get("build") != build_version()
     index_needed = parse_needed or built_from != fp or not has_table or old_build
     if last is None:

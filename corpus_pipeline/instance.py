@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from corpus_pipeline.paths import Layout
+from corpus_pipeline.store.layout import Layout
 
 _REPO = Path(__file__).resolve().parents[1]
 _SQLITE_DEFAULT = "telemetry:\n  enabled: false\n"

@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from corpus_pipeline.chunking.plan import DEFAULT_PLAN, Plan, build_plan
+from corpus_pipeline.chunking import registry
+from corpus_pipeline.chunking.plan import DEFAULT_PLAN, PipelineSettings, Plan, build_plan
 from corpus_pipeline.errors import ConfigError
-from corpus_pipeline.paths import check_kb_name
 from corpus_pipeline.quality.config import QualityConfig
-from corpus_pipeline.tokens import DEFAULT_MODEL
+from corpus_pipeline.store.layout import check_kb_name
+from corpus_pipeline.tokens import DEFAULT_MODEL, TokenCounter
 
 StrategySettings = dict[str, dict[str, Any]]
 
@@ -165,7 +166,7 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return list(getattr(current, "model_fields", {}))
 
 
-def _format_validation(exc: ValidationError, source: str) -> ConfigError:
+def format_validation(exc: ValidationError, source: str) -> ConfigError:
     lines = []
     for err in exc.errors():
         loc = tuple(err["loc"])
@@ -196,75 +197,125 @@ def load_kb_config(kb_dir: Path) -> KBConfig:
     try:
         return KBConfig.model_validate(raw)
     except ValidationError as exc:
-        raise _format_validation(exc, str(path)) from None
+        raise format_validation(exc, str(path)) from None
 
 
 @dataclass(frozen=True)
-class ResolvedOverride:
-    match: str
+class PlanChoice:
+    """The chunking of a set of documents: the KB's (``match`` None) or one override's.
+
+    ``parent`` / ``child`` are the typed settings written for each pipeline (an override's
+    merged into the KB's, key by key); ``plan`` is built from them. With ``auto`` the plan of
+    each document is recommended from its features, and ``plan`` is the general default.
+    """
+
+    match: str | None
     plan: Plan
-    auto: bool = False  # plan "auto": recommended per document
-    parent_settings: dict[str, Any] = field(default_factory=dict)
-    child_settings: dict[str, Any] = field(default_factory=dict)
+    auto: bool
+    parent: PipelineSettings
+    child: PipelineSettings
+
+    def _may_use(self, strategy: str, ask: str) -> bool:
+        """Whether ``strategy`` under the user's child settings calls an LLM / embeds (for
+        ``auto``: the recommender may pick it, with those settings)."""
+        if strategy not in self.child.by_strategy:
+            return False
+        cls = registry.get(strategy)
+        return bool(getattr(cls, ask)(self.child.config_for(strategy)))
+
+    @property
+    def llm_enabled(self) -> bool:
+        """Whether the user switched LLM splitting on for the children (what ``auto`` may pick)."""
+        return self._may_use("LLM", "calls_llm")
+
+    @property
+    def calls_llm(self) -> bool:
+        """Whether a document under this choice may be chunked by a strategy calling an LLM."""
+        return self.plan.calls_llm or (self.auto and self.llm_enabled)
+
+    @property
+    def needs_embedder(self) -> bool:
+        if self.auto:  # the recommender may pick SEMANTIC: with the user's settings for it
+            return self.plan.needs_embedder or self._may_use("SEMANTIC", "needs_embedder")
+        return self.plan.needs_embedder
 
 
 @dataclass(frozen=True)
 class KnowledgeBase:
     """A KB with its validated configuration and plans: everything chunking needs.
 
-    With ``plan: auto`` the plan of each document is recommended from its features
-    (``corpus_pipeline.chunking.recommend``); ``plan`` then holds the general default,
-    and ``plan_for_document`` gives the real one.
+    ``config`` is kb.yaml as validated at the edge (it is what a version registers); the
+    chunking settings in it are read once, into ``default`` and ``overrides``, and nothing
+    downstream reads them again.
     """
 
     name: str
     path: Path
     config: KBConfig
-    plan: Plan
-    overrides: tuple[ResolvedOverride, ...]
-    auto: bool = False
+    default: PlanChoice
+    overrides: tuple[PlanChoice, ...] = ()
+
+    @property
+    def plan(self) -> Plan:
+        return self.default.plan
+
+    @property
+    def auto(self) -> bool:
+        return self.default.auto
+
+    @property
+    def choices(self) -> tuple[PlanChoice, ...]:
+        return (self.default, *self.overrides)
+
+    @property
+    def plans(self) -> list[Plan]:
+        return [c.plan for c in self.choices]
+
+    @property
+    def calls_llm(self) -> bool:
+        return any(c.calls_llm for c in self.choices)
+
+    @property
+    def needs_embedder(self) -> bool:
+        return any(c.needs_embedder for c in self.choices)
+
+    def choice_for(self, rel_path: str) -> PlanChoice:
+        """The first override whose glob matches the document's path, else the KB's."""
+        for ov in self.overrides:
+            if ov.match is not None and match_glob(rel_path, ov.match):
+                return ov
+        return self.default
 
     def plan_for(self, rel_path: str) -> tuple[Plan, str | None]:
-        """The configured plan for one document: the first matching override wins over the
-        KB's. For ``auto`` entries this is the default; see ``plan_for_document``."""
-        for ov in self.overrides:
-            if match_glob(rel_path, ov.match):
-                return ov.plan, ov.match
-        return self.plan, None
+        """The configured plan for one document and the override glob that chose it. For
+        ``auto`` choices this is the default; see ``plan_for_document``."""
+        choice = self.choice_for(rel_path)
+        return choice.plan, choice.match
 
     def is_auto(self, rel_path: str) -> bool:
-        for ov in self.overrides:
-            if match_glob(rel_path, ov.match):
-                return ov.auto
-        return self.auto
+        return self.choice_for(rel_path).auto
 
     def plan_for_document(
-        self, rel_path: str, text: str, fmt: str, blocks: Sequence[Any] = (), token_counter: Any = None
+        self,
+        rel_path: str,
+        text: str,
+        fmt: str,
+        blocks: Sequence[Any] = (),
+        token_counter: TokenCounter | None = None,
     ) -> tuple[Plan, list[str]]:
         """The plan that chunks this document, and why (the recommender's reasons for
         ``auto``; empty otherwise). Deterministic: same document, same plan."""
-        plan, match = self.plan_for(rel_path)
-        if not self.is_auto(rel_path):
-            return plan, []
+        choice = self.choice_for(rel_path)
+        if not choice.auto:
+            return choice.plan, []
         from corpus_pipeline.chunking.recommend import recommend
 
-        ov = next((o for o in self.overrides if o.match == match), None)
-        parent = ov.parent_settings if ov else self.config.chunking.parent
-        child = ov.child_settings if ov else self.config.chunking.child
-        llm_enabled = any(
-            str(k).upper() in ("LLM", "4") and bool((v or {}).get("llm_enabled")) for k, v in child.items()
-        )
-        rec = recommend(text, fmt, blocks, token_counter=token_counter, llm_enabled=llm_enabled)
-
-        def merged(recommended: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
-            out = {k: dict(v) for k, v in recommended.items()}
-            for k, v in user.items():  # the user's settings win over the recommendation's
-                out[k] = {**out.get(k, {}), **dict(v or {})}
-            return out
-
-        chosen = build_plan(
-            rec.snapshot, merged(rec.parent_settings, parent), merged(rec.child_settings, child), where="auto plan"
-        )
+        rec = recommend(text, fmt, blocks, token_counter=token_counter, llm_enabled=choice.llm_enabled)
+        where = "auto plan"
+        # the user's settings win over the recommendation's, key by key
+        parent = PipelineSettings.parse(rec.parent_settings, pipeline="parent", where=where, validate=False)
+        child = PipelineSettings.parse(rec.child_settings, pipeline="child", where=where, validate=False)
+        chosen = build_plan(rec.snapshot, parent.merged(choice.parent), child.merged(choice.child), where=where)
         return chosen, list(rec.reasons)
 
 
@@ -286,23 +337,26 @@ def resolve_kb(kb_dir: Path) -> KnowledgeBase:
 
 
 def kb_from_config(kb_dir: Path, cfg: KBConfig) -> KnowledgeBase:
-    """Build a KB's plans from an already validated configuration."""
+    """Build a KB's typed settings and plans from an already validated configuration:
+    each override's settings merged into the KB's, key by key, then validated."""
     name = check_kb_name(kb_dir.name)
     where = f"{kb_dir / 'kb.yaml'}: chunking"
     ch = cfg.chunking
-    plan = build_plan(_plan_text(ch.plan), ch.parent, ch.child, where=where)
+    parent = PipelineSettings.parse(ch.parent, pipeline="parent", where=f"{where}.parent")
+    child = PipelineSettings.parse(ch.child, pipeline="child", where=f"{where}.child")
+    default = PlanChoice(
+        None, build_plan(_plan_text(ch.plan), parent, child, where=where), _is_auto(ch.plan), parent, child
+    )
     overrides = []
     for i, ov in enumerate(ch.overrides):
         w = f"{where}.overrides[{i}]"
+        ov_parent = PipelineSettings.parse(ov.parent, pipeline="parent", where=f"{w}.parent", validate=False)
+        ov_child = PipelineSettings.parse(ov.child, pipeline="child", where=f"{w}.child", validate=False)
+        p = parent.merged(ov_parent).validate(f"{w}.parent")
+        c = child.merged(ov_child).validate(f"{w}.child")
         text = ov.plan or ch.plan
-        parent = {**ch.parent, **(ov.parent or {})}
-        child = {**ch.child, **(ov.child or {})}
-        overrides.append(
-            ResolvedOverride(
-                ov.match, build_plan(_plan_text(text), parent, child, where=w), _is_auto(text), parent, child
-            )
-        )
-    return KnowledgeBase(name, kb_dir, cfg, plan, tuple(overrides), auto=_is_auto(ch.plan))
+        overrides.append(PlanChoice(ov.match, build_plan(_plan_text(text), p, c, where=w), _is_auto(text), p, c))
+    return KnowledgeBase(name, kb_dir, cfg, default, tuple(overrides))
 
 
 def _is_auto(plan: str) -> bool:

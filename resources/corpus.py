@@ -1,39 +1,39 @@
-"""``CorpusResource``: where the KBs and the warehouse are, and the KB configuration of a
-partition (the current ``kb.yaml``, or the snapshot that named an older version)."""
+"""``CorpusResource``: where the KBs and the warehouse are, a partition's KB configuration
+(kb.yaml for the per-KB assets, the registered snapshot for versioned ones) and the
+chunking tools of a KB."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 from dagster import ConfigurableResource
 
+from corpus_pipeline.chunking.context import ContextFactory
 from corpus_pipeline.embedding import EmbeddingCache
 from corpus_pipeline.kbconfig import KnowledgeBase, resolve_kb
-from corpus_pipeline.paths import Layout
-from corpus_pipeline.versioning import load_version, register_version, strategy_version
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import load_version
 
 
-class CorpusResource(ConfigurableResource):
+class CorpusResource(ConfigurableResource):  # type: ignore[misc]
     """``home`` is CORPUS_HOME; empty means the environment variable (default ``./data``)."""
 
     home: str = ""
 
     @property
     def layout(self) -> Layout:
-        return Layout(Path(self.home).resolve()) if self.home else Layout.from_env()
+        return Layout.at(self.home)
 
     def kb(self, name: str) -> KnowledgeBase:
+        """The KB as kb.yaml configures it now (for the per-KB assets: parsing)."""
         return resolve_kb(self.layout.kb_dir(name))
 
     def kb_at_version(self, name: str, version: str) -> KnowledgeBase:
-        """The KB configured as it was when ``version`` was registered."""
-        kb = self.kb(name)
-        if strategy_version(kb) == version:
-            register_version(self.layout.versions, kb)
-            return kb
-        return load_version(self.layout.versions, self.layout.kb_dir(name), version)
+        """The KB as it was configured when ``version`` was registered: a versioned partition
+        is built from that snapshot, never from kb.yaml as it is at run time."""
+        return load_version(self.layout, name, version)
 
-    def previous(self, asset: str, kb: str, version: str | None = None):
+    def previous(self, asset: str, kb: str, version: str | None = None) -> Any:
         """The last materialized output of a partition, or None (first run, or unreadable)."""
         from corpus_pipeline.errors import StoreError
         from corpus_pipeline.store.parquet import read_partition
@@ -44,4 +44,9 @@ class CorpusResource(ConfigurableResource):
             return None
 
     def embedding_cache(self) -> EmbeddingCache:
-        return EmbeddingCache(self.layout.cache / "embeddings.sqlite")
+        return EmbeddingCache(self.layout.embedding_cache_file)
+
+    def tools(self, kb: KnowledgeBase, llm_defaults: dict[str, Any] | None = None) -> ContextFactory:
+        """The chunking tools of ``kb`` (token counter, cached embedder, LLM client), the
+        same factory ``corpus preview`` uses."""
+        return ContextFactory.for_kb(kb, cache_dir=self.layout.cache, llm_defaults=llm_defaults)

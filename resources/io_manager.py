@@ -1,53 +1,62 @@
-"""Parquet per partition, hive-style: ``<warehouse>/<asset>/kb=<kb>[/strategy_version=<v>]``.
+"""Parquet per partition, in the warehouse's one path scheme (``store.layout``).
 
-Outputs are Arrow tables (or a dict of named tables); writes are atomic
-(``corpus_pipeline.store.parquet``). An input of a ``kb``-partitioned asset read by a
-``kb × strategy_version`` asset resolves to the ``kb`` partition via the partition mapping.
+An asset returns an Arrow table, a dict of named tables, or a ``StageResult`` (tables plus
+the stage's typed stats and quality outcomes, which go into the partition's manifest);
+writes are atomic (``corpus_pipeline.store.parquet``). An input of a ``kb``-partitioned asset
+read by a ``kb × strategy_version`` asset resolves to the ``kb`` partition via the
+partition mapping.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from dagster import ConfigurableIOManager, InputContext, MultiPartitionKey, OutputContext
 
-from corpus_pipeline.paths import Layout
+from corpus_pipeline.indexing.stats import StageResult
+from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.parquet import read_partition, write_partition
 
 
-def _partition_dir(warehouse: Path, asset: str, key: str | MultiPartitionKey) -> Path:
+def partition_folder(layout: Layout, asset: str, key: str | MultiPartitionKey) -> Path:
+    """The folder of a Dagster partition key: ``kb`` or ``kb|strategy_version``."""
     if isinstance(key, MultiPartitionKey):
         dims = key.keys_by_dimension
-        return warehouse / asset / f"kb={dims['kb']}" / f"strategy_version={dims['strategy_version']}"
+        return layout.partition_dir(asset, dims["kb"], dims["strategy_version"])
     if "|" in key:  # a multi-partition key passed as its string form
         kb, version = key.split("|", 1)
-        return warehouse / asset / f"kb={kb}" / f"strategy_version={version}"
-    return warehouse / asset / f"kb={key}"
+        return layout.partition_dir(asset, kb, version)
+    return layout.partition_dir(asset, key)
 
 
-class PartitionedParquetIOManager(ConfigurableIOManager):
-    """``warehouse`` empty means ``$CORPUS_HOME/warehouse``."""
+class PartitionedParquetIOManager(ConfigurableIOManager):  # type: ignore[misc]
+    """``home`` is CORPUS_HOME; empty means the environment's."""
 
-    warehouse: str = ""
+    home: str = ""
 
     @property
-    def _root(self) -> Path:
-        return Path(self.warehouse).resolve() if self.warehouse else Layout.from_env().warehouse
+    def layout(self) -> Layout:
+        return Layout.at(self.home)
 
     def _path(self, context: OutputContext | InputContext) -> Path:
-        asset = context.asset_key.path[-1]
-        return _partition_dir(self._root, asset, context.asset_partition_key)
+        return partition_folder(self.layout, context.asset_key.path[-1], context.asset_partition_key)
 
-    def handle_output(self, context: OutputContext, obj) -> None:
+    def handle_output(self, context: OutputContext, obj: Any) -> None:
         if obj is None:
             return
-        manifest = {
+        manifest: dict[str, Any] = {
             "asset": context.asset_key.to_user_string(),
             "partition": str(context.asset_partition_key),
             "run_id": context.run_id,
         }
-        files = write_partition(self._path(context), obj, manifest)
-        context.add_output_metadata({"path": str(self._path(context)), "files": [f.name for f in files]})
+        tables = obj
+        if isinstance(obj, StageResult):
+            manifest.update(obj.manifest())
+            tables = obj.tables
+        folder = self._path(context)
+        files = write_partition(folder, tables, manifest)
+        context.add_output_metadata({"path": str(folder), "files": [f.name for f in files]})
 
-    def load_input(self, context: InputContext):
+    def load_input(self, context: InputContext) -> Any:
         return read_partition(self._path(context))

@@ -7,6 +7,7 @@ import json
 import textwrap
 
 from corpus_pipeline import indexing
+from corpus_pipeline.chunking.context import ContextFactory
 from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.versioning import strategy_version
 
@@ -31,13 +32,17 @@ STRUCTURED = textwrap.dedent(
 FLAT = "a short note without any heading at all, one paragraph only.\n"
 
 
+def _tools(kb):
+    return ContextFactory.for_kb(kb, cache_dir=None)
+
+
 def _build(kb_dir):
     kb = resolve_kb(kb_dir)
     version = strategy_version(kb)
-    docs = indexing.discover_documents(kb)
-    parsed, _ = indexing.parse_documents(kb, docs)
-    parents, _ = indexing.build_parent_blocks(kb, version, parsed)
-    children, _ = indexing.build_child_chunks(kb, version, parents, parsed)
+    docs = indexing.discover_documents(kb).tables
+    parsed = indexing.parse_documents(kb, docs).tables
+    parents = indexing.build_parent_blocks(kb, version, parsed, None, _tools(kb)).tables
+    children = indexing.build_child_chunks(kb, version, parents, parsed, {}, None, _tools(kb)).tables
     return kb, version, docs, parsed, parents, children
 
 
@@ -82,12 +87,15 @@ def test_unchanged_documents_are_reused_and_ids_are_deterministic(tmp_path):
     (d / "b.md").write_text(STRUCTURED.replace("AES-256", "ChaCha20"))
     kb, version, docs, parsed, parents, children = _build(d)
     (d / "b.md").write_text(STRUCTURED.replace("AES-256", "XChaCha20"))
-    docs2 = indexing.discover_documents(kb)
-    parsed2, pstats = indexing.parse_documents(kb, docs2, parsed)
+    docs2 = indexing.discover_documents(kb).tables
+    r = indexing.parse_documents(kb, docs2, parsed)
+    parsed2, pstats = r.tables, r.stats
     assert (pstats.parsed, pstats.reused) == (1, 1)
-    parents2, st = indexing.build_parent_blocks(kb, version, parsed2, parents)
+    r = indexing.build_parent_blocks(kb, version, parsed2, parents, _tools(kb))
+    parents2, st = r.tables, r.stats
     assert (st.documents, st.reused) == (1, 1)
-    children2, cst = indexing.build_child_chunks(kb, version, parents2, parsed2, previous=children)
+    r = indexing.build_child_chunks(kb, version, parents2, parsed2, {}, children, _tools(kb))
+    children2, cst = r.tables, r.stats
     assert (cst.documents, cst.reused) == (1, 1)
     same = lambda t: {r["chunk_id"] for r in t.to_pylist() if r["doc_path"] == "a.md"}  # noqa: E731
     assert same(children) == same(children2)

@@ -9,14 +9,16 @@ import pytest
 
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.versioning import (
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import (
     active_version,
+    current_version,
     known_versions,
     load_version,
     register_version,
     set_active,
-    strategy_version,
 )
+from corpus_pipeline.versioning import strategy_version
 
 
 def _version(tmp_path: Path, yaml_text: str, name: str = "kb") -> str:
@@ -51,26 +53,28 @@ def test_anything_that_can_change_chunks_changes_the_version(tmp_path, yaml_text
 
 
 def test_registered_versions_reload_their_own_config_after_kb_yaml_changes(tmp_path):
-    versions = tmp_path / "versions"
-    d = tmp_path / "kb"
-    d.mkdir()
+    layout = Layout(tmp_path)
+    d = tmp_path / "kbs" / "kb"
+    d.mkdir(parents=True)
     (d / "kb.yaml").write_text("chunking: {child: {RECURSIVE: {max_chars: 700}}}\n")
-    old = register_version(versions, resolve_kb(d))
+    old = register_version(layout, resolve_kb(d))
+    assert current_version(layout, "kb") == old
     (d / "kb.yaml").write_text("chunking: {child: {RECURSIVE: {max_chars: 500}}}\n")
-    new = register_version(versions, resolve_kb(d))
-    assert old != new and known_versions(versions, "kb") == sorted([old, new])
-    assert load_version(versions, d, old).plan.child[0].config.max_chars == 700
+    new = register_version(layout, resolve_kb(d))
+    assert old != new and known_versions(layout, "kb") == sorted([old, new])
+    assert current_version(layout, "kb") == new  # what kb.yaml yields now
+    assert load_version(layout, "kb", old).plan.child[0].config.max_chars == 700
     with pytest.raises(ConfigError, match=r"'nope' is not a version of knowledge base 'kb'"):
-        load_version(versions, d, "nope")
+        load_version(layout, "kb", "nope")
 
 
 def test_the_active_version_is_switched_only_to_a_registered_one(tmp_path):
-    versions = tmp_path / "versions"
-    d = tmp_path / "kb"
-    d.mkdir()
-    v = register_version(versions, resolve_kb(d))
-    assert active_version(versions, "kb") is None
-    set_active(versions, "kb", v)
-    assert active_version(versions, "kb") == v
+    layout = Layout(tmp_path)
+    d = tmp_path / "kbs" / "kb"
+    d.mkdir(parents=True)
+    v = register_version(layout, resolve_kb(d))
+    assert active_version(layout, "kb") is None
+    set_active(layout, "kb", v)
+    assert active_version(layout, "kb") == v
     with pytest.raises(ConfigError, match="is not a registered version"):
-        set_active(versions, "kb", "p9-c9-00000000")
+        set_active(layout, "kb", "p9-c9-00000000")

@@ -38,7 +38,6 @@ PROBES: list[tuple[str, list[tuple[str, str]], int, str]] = [
         [
             ("corpus_pipeline.store.parquet", "read_partition"),
             ("resources.io_manager", "read_partition"),
-            ("assets.runner", "read_partition"),
         ],
         1,
         "IO manager inputs and previous outputs",
@@ -58,7 +57,7 @@ PROBES: list[tuple[str, list[tuple[str, str]], int, str]] = [
     ("image_pieces_by_doc", [("corpus_pipeline.indexing", "image_pieces_by_doc")], 1, ""),
     ("build_child_chunks", [("corpus_pipeline.indexing", "build_child_chunks")], 1, "chunk or carry over"),
     ("embed_chunks", [("corpus_pipeline.indexing", "embed_chunks")], 1, "cache lookup + model"),
-    ("load_embedder", [("corpus_pipeline.indexing", "load_embedder")], 2, "model load (lru-cached in-process)"),
+    ("load_embedder", [("corpus_pipeline.indexing.embed", "load_embedder")], 2, "model load (lru-cached in-process)"),
     ("EmbeddingCache.get_many", [("corpus_pipeline.embedding", "EmbeddingCache.get_many")], 2, "SQLite lookups"),
     ("EmbeddingCache.put_many", [("corpus_pipeline.embedding", "EmbeddingCache.put_many")], 2, "SQLite inserts"),
     ("model encode", [("corpus_pipeline.embedding", "SentenceTransformerEmbedder.embed")], 2, "sentence-transformers"),
@@ -66,7 +65,7 @@ PROBES: list[tuple[str, list[tuple[str, str]], int, str]] = [
     ("keyword_text (analysis)", [("corpus_pipeline.retrieval.analysis", "keyword_text")], 2, "per chunk"),
     ("lancedb create_table", [("lancedb.db", "LanceDBConnection.create_table")], 2, "overwrite"),
     ("lancedb create_index (FTS)", [("lancedb.table", "LanceTable.create_index")], 2, "full rebuild"),
-    ("run_checks", [("assets.chunks", "run_checks")], 1, "quality suites over whole tables"),
+    ("quality checks", [("assets.chunks", "quality_outcomes")], 1, "quality suites over whole tables"),
     ("distribution_metadata", [("assets.chunks", "distribution_metadata")], 1, "stats for the UI"),
     ("table_fingerprint", [("corpus_pipeline.indexing", "table_fingerprint")], 1, "data versions"),
 ]

@@ -133,7 +133,7 @@ def index_in_process(name: str, layout) -> Result:
     from benchmarks.incremental import probes
     from corpus_pipeline.instance import prepare_dagster_home
     from corpus_pipeline.kbconfig import resolve_kb
-    from corpus_pipeline.versioning import register_version
+    from corpus_pipeline.store.versions import register_version
 
     before = probes.snapshot()
     first_call = len(probes.CALLS)
@@ -141,7 +141,7 @@ def index_in_process(name: str, layout) -> Result:
     t0 = time.perf_counter()
     # What `corpus index` does after parsing its arguments (corpus_pipeline/cli/index.py).
     kb = resolve_kb(layout.kb_dir(KB))
-    planned = [(kb, register_version(layout.versions, kb))]
+    planned = [(kb, register_version(layout, kb))]
     prepare_dagster_home(layout)
     [summary] = index_kbs(layout, planned, say=lambda s: None)
     wall = time.perf_counter() - t0
@@ -490,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         import assets.runner  # noqa: F401  (Dagster, the asset graph)
         from benchmarks.incremental import probes
         from corpus_pipeline.instance import prepare_dagster_home
-        from corpus_pipeline.paths import Layout
+        from corpus_pipeline.store.layout import Layout
         from corpus_pipeline.store.parquet import read_partition
         from corpus_pipeline.tokens import DEFAULT_MODEL
 

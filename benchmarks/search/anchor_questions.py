@@ -16,8 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-from corpus_pipeline.paths import Layout
 from corpus_pipeline.retrieval.evaluation import load_canonical_texts
+from corpus_pipeline.store.layout import Layout
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,10 +40,10 @@ sys.path.insert(0, str(REPO))
 
 from corpus_pipeline.chunking import registry
 from corpus_pipeline.kbconfig import KBConfig
-from corpus_pipeline.paths import Layout
 from corpus_pipeline.retrieval import Searcher, SearchSettings
 from corpus_pipeline.retrieval.evaluation import evaluate_version, load_questions
 from corpus_pipeline.store.lance import write_search_table
+from corpus_pipeline.store.layout import Layout
 
 KBS = REPO / "data" / "kbs"
 MODEL = "all-MiniLM-L6-v2"
@@ -136,7 +136,7 @@ def bench_latency(rows: int, n_queries: int, work: Path) -> dict:
             off += len(t) + 2
     vecs = np.random.default_rng(7).standard_normal((rows, 384)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    db = work / "lancedb"
+    db = Layout(work)
     t0 = time.perf_counter()
     write_search_table(db, "bench", "v", pa.Table.from_pylist(recs), vecs)
     write_s = time.perf_counter() - t0

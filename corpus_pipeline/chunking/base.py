@@ -8,12 +8,12 @@ live once in ``pipeline``; token counting in ``tokens``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from corpus_pipeline.chunking.params import StrategyConfig
-from corpus_pipeline.chunking.sizes import SizeMeter
+from corpus_pipeline.chunking.sizes import SizeBound, SizeMeter
 from corpus_pipeline.models import Block, Piece
 from corpus_pipeline.tokens import TokenCounter
 
@@ -42,7 +42,18 @@ class ChunkContext:
 
 
 class Strategy(ABC):
-    """A chunking strategy. Subclasses set the class attributes and implement ``split``."""
+    """A chunking strategy. Subclasses set the class attributes and implement ``split``.
+
+    Besides cutting, a strategy says what it knows about itself, so that adding one is a
+    module and its registration, nothing else: its size bound under a config
+    (``size_bound``, read by the quality checks), its defaults in each pipeline
+    (``parent_defaults`` / ``child_defaults``, seed 003's numbers), which of its keys size
+    it (``size_keys``: a KB that sets one of them sizes the strategy itself, and the
+    pipeline's size defaults are not applied under it), whether it is the size guard of a
+    pipeline (``size_guard``: its role after the first step is FALLBACK), whether it calls
+    an LLM or needs an embedding model (``calls_llm`` / ``needs_embedder``), and its code
+    in version names (``short_code``).
+    """
 
     name: ClassVar[str]
     code: ClassVar[int | None] = None  # seed 003's numeric code, where it has one
@@ -54,6 +65,15 @@ class Strategy(ABC):
     # text): the pipeline's cleanup would keep them all, so it is skipped (a contract test
     # holds every strategy that claims it to it).
     clean_output: ClassVar[bool] = False
+    #: a later step of this strategy guarantees the size (role FALLBACK, not OPTIMIZE)
+    size_guard: ClassVar[bool] = False
+    #: settings applied under the KB's own in a parent / child pipeline
+    parent_defaults: ClassVar[Mapping[str, Any]] = {}
+    child_defaults: ClassVar[Mapping[str, Any]] = {}
+    #: keys that size the strategy: a KB setting any of them replaces the size defaults
+    size_keys: ClassVar[frozenset[str]] = frozenset()
+    #: the strategy in version names (``p1-c32-...``); default: its numeric code
+    short_code: ClassVar[str] = ""
 
     def __init__(self, config: StrategyConfig | None = None) -> None:
         self.config = config if config is not None else self.config_class()
@@ -74,6 +94,43 @@ class Strategy(ABC):
         cannot. The result must equal the two steps run one after the other, and every piece
         in it must carry the name of the strategy that cut it."""
         return None
+
+    # ------------------------------------------------------------------ self-knowledge
+
+    @classmethod
+    def size_bound(cls, config: StrategyConfig) -> SizeBound | None:
+        """The size its pieces stay within under ``config``; None when it does not bound
+        sizes (STRUCTURE: sections are as long as they are)."""
+        return None
+
+    @classmethod
+    def calls_llm(cls, config: StrategyConfig) -> bool:
+        """Whether it may call an LLM under ``config`` (then the LLM model is part of the
+        strategy version, and the run opens an LLM client)."""
+        return False
+
+    @classmethod
+    def needs_embedder(cls, config: StrategyConfig) -> bool:
+        """Whether it embeds text under ``config`` (SEMANTIC by embeddings)."""
+        return False
+
+    @classmethod
+    def role_defaults(cls, pipeline: str, user_keys: frozenset[str] | set[str]) -> dict[str, Any]:
+        """The settings under the KB's own in the ``parent`` or ``child`` pipeline. A child
+        strategy the KB sized itself (a ``size_keys`` key is set) gets no size default."""
+        if pipeline == "parent":
+            return dict(cls.parent_defaults)
+        if cls.size_keys & set(user_keys):
+            return {}
+        return dict(cls.child_defaults)
+
+    @classmethod
+    def code_letter(cls) -> str:
+        """Its code in version names: ``short_code``, else the numeric code, else the first
+        letter of its name."""
+        if cls.short_code:
+            return cls.short_code
+        return str(cls.code) if cls.code is not None else cls.name[0].lower()
 
 
 def sub_piece(parent: Piece, text: str, start: int, end: int, **changes: Any) -> Piece:

@@ -40,6 +40,7 @@ from corpus_pipeline.chunking.params import StrategyConfig, param
 from corpus_pipeline.chunking.recursive import split_spans
 from corpus_pipeline.chunking.registry import register
 from corpus_pipeline.chunking.semantic import Semantic, SemanticConfig
+from corpus_pipeline.chunking.sizes import SizeBound
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.llm.alignment import align_derived, find_verbatim
 from corpus_pipeline.models import Piece
@@ -189,7 +190,21 @@ class LLMSplit(Strategy):
     )
     config_class = LLMSplitConfig
     config: LLMSplitConfig
+    parent_defaults = {"llm_max_chars": 3500, "fallback_min_chars": 480, "fallback_max_chars": 1600}  # seed 003
+    size_keys = frozenset({"max_piece_chars", "max_piece_tokens"})
+
     keeps_source_text = False  # LLM answers may rewrite text; the fallback keeps it
+
+    @classmethod
+    def size_bound(cls, config: StrategyConfig) -> SizeBound:
+        # the LLM's pieces are cut at max_piece_chars; its fallback (SEMANTIC) at fallback_max_chars
+        assert isinstance(config, LLMSplitConfig)
+        bound = max(config.max_piece_chars, config.fallback_max_chars)
+        return SizeBound("chars", bound, None, f"{cls.name} max(max_piece_chars, fallback_max_chars)")
+
+    @classmethod
+    def calls_llm(cls, config: StrategyConfig) -> bool:
+        return bool(getattr(config, "llm_enabled", False))
 
     def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
         s, e = tx.trim(ctx.text, piece.start, piece.end)

@@ -1,24 +1,20 @@
-"""The step pipeline (seed 002 ``executePipeline``) and the parent/child build (seed 003).
+"""The step pipeline (seed 002 ``executePipeline``).
 
 ``run_steps`` feeds each step's output to the next, cleaning up before, between and after
 steps: empty pieces dropped, duplicates (same section path, position and text) removed.
-``chunk_document`` runs a plan over one document: the parent pipeline over the whole text,
-then the child pipeline over each parent, so every child lies inside its parent's span;
-children are numbered across the document and parents record their chunk range.
+The parent/child build over a document (seed 003) is ``chunking.document``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, eq
 from typing import Any
 
 from corpus_pipeline.chunking.base import ChunkContext, make_piece
-from corpus_pipeline.chunking.plan import Plan, Step
-from corpus_pipeline.models import Chunk, ParentBlock, Piece
+from corpus_pipeline.chunking.plan import Step
+from corpus_pipeline.models import Piece
 
 _STRATEGY = attrgetter("strategy")
 
@@ -100,90 +96,3 @@ def run_steps(steps: Sequence[Step], pieces: Sequence[Piece], ctx: ChunkContext,
             ))  # fmt: skip
         current = cleanup(stamped)
     return current
-
-
-@dataclass(frozen=True)
-class ChunkedDocument:
-    parents: list[ParentBlock]
-    children: list[Chunk]
-
-
-def _versions(plan: Plan) -> dict[str, str]:
-    return {s.strategy: s.build().version for s in plan.parent + plan.child}
-
-
-def chunk_document(plan: Plan, ctx: ChunkContext, *, section_path: str = "") -> ChunkedDocument:
-    text = ctx.text
-    whole = Piece(text=text, start=0, end=len(text), section_path=section_path)
-    versions = _versions(plan)
-    parent_pieces = run_steps(plan.parent, [whole], ctx) if plan.parent else cleanup([whole])
-    counter = ctx.token_counter
-
-    child_rows: list[tuple[int, Piece]] = []
-    for pi, parent in enumerate(parent_pieces):
-        # Children never inherit the parent's overlap: their overlap is with the previous child.
-        seed = dataclasses.replace(parent, overlap_chars=0)
-        for child in run_steps(plan.child, [seed], ctx):
-            child_rows.append((pi, child))
-
-    child_tokens = counter.count_batch([c.text for _, c in child_rows]) if counter else [0] * len(child_rows)
-    parent_tokens = counter.count_batch([p.text for p in parent_pieces]) if counter else [0] * len(parent_pieces)
-
-    children = [
-        _chunk(n, p, tok, versions, parent_index=pi) for n, ((pi, p), tok) in enumerate(zip(child_rows, child_tokens))
-    ]
-    parents: list[ParentBlock] = []
-    by_parent: dict[int, list[int]] = {}
-    for c in children:
-        by_parent.setdefault(c.parent_index or 0, []).append(c.index)
-    for pi, (p, tok) in enumerate(zip(parent_pieces, parent_tokens)):
-        nos = by_parent.get(pi, [])
-        parents.append(
-            ParentBlock(
-                index=pi,
-                text=p.text,
-                start_offset=p.start,
-                end_offset=p.end,
-                char_count=len(p.text),
-                token_count=tok,
-                section_path=p.section_path,
-                strategy=p.strategy or ("DOCUMENT" if not plan.parent else ""),
-                overlap_chars=p.overlap_chars,
-                derived=p.derived,
-                start_chunk_no=nos[0] if nos else -1,
-                end_chunk_no=nos[-1] if nos else -1,
-                child_count=len(nos),
-                metadata=dict(p.metadata),
-            )
-        )
-    return ChunkedDocument(parents, children)
-
-
-def chunk_text(strategy_steps: Sequence[Step], ctx: ChunkContext) -> list[Chunk]:
-    """Run steps over one text and number the result (``corpus preview --strategy``)."""
-    text = ctx.text
-    pieces = run_steps(strategy_steps, [Piece(text=text, start=0, end=len(text))], ctx)
-    toks = ctx.token_counter.count_batch([p.text for p in pieces]) if ctx.token_counter else [0] * len(pieces)
-    versions = {s.strategy: s.build().version for s in strategy_steps}
-    return [_chunk(i, p, t, versions) for i, (p, t) in enumerate(zip(pieces, toks))]
-
-
-def _chunk(index: int, p: Piece, tokens: int, versions: dict[str, str], parent_index: int | None = None) -> Chunk:
-    """A numbered chunk record from a piece."""
-    return Chunk(
-        index=index,
-        text=p.text,
-        start_offset=p.start,
-        end_offset=p.end,
-        char_count=len(p.text),
-        token_count=tokens,
-        chunk_type=p.chunk_type,
-        section_path=p.section_path,
-        strategy=p.strategy,
-        strategy_version=versions.get(p.strategy, ""),
-        overlap_chars=p.overlap_chars,
-        derived=p.derived,
-        block_index=p.block_index,
-        parent_index=parent_index,
-        metadata=dict(p.metadata),
-    )

@@ -6,19 +6,23 @@ Two spellings, both accepted and round-tripped:
     PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE  the named form (any strategy, any case)
 
 A ``CHILD:``-only plan has no parent pipeline: each document is one parent. Step roles
-follow seed 003: the first step of a pipeline is PRIMARY; a later RECURSIVE or
-SLIDING_WINDOW step is the FALLBACK that guarantees the size; any other later step
-OPTIMIZEs. Settings per strategy and pipeline come from ``kb.yaml``
-(``chunking.parent.RECURSIVE.max_chars``); the parent pipeline starts from seed 003's
-parent defaults (RECURSIVE 2200/180, SEMANTIC 480..1600, LLM 3500 with a 480..1600 fallback,
-STRUCTURE's RECURSIVE fallback 2200/180).
+follow seed 003: the first step of a pipeline is PRIMARY; a later size guard (RECURSIVE,
+SLIDING_WINDOW: ``Strategy.size_guard``) is the FALLBACK that guarantees the size; any
+other later step OPTIMIZEs.
+
+Settings are typed from the edge inward. ``PipelineSettings`` holds the keys a KB wrote for
+the strategies of one pipeline (``chunking.parent`` / ``chunking.child`` of kb.yaml),
+validated when kb.yaml is read; a per-document override is merged into the KB's key by key
+(``merged``), so ``{overlap_chars: 20}`` changes that key and nothing else. A step's config
+is then the strategy's defaults for its pipeline (``Strategy.role_defaults``: seed 003's
+parent thresholds, token-sized children) under those keys.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from corpus_pipeline.chunking import registry
@@ -26,34 +30,82 @@ from corpus_pipeline.chunking.base import Strategy
 from corpus_pipeline.chunking.params import StrategyConfig
 from corpus_pipeline.errors import ConfigError
 
+DEFAULT_PLAN = "PARENT:RECURSIVE;CHILD:RECURSIVE"
+PIPELINES = ("parent", "child")
 
-class Role(str, enum.Enum):
+
+class Role(str, enum.Enum):  # noqa: UP042 - written as plain strings
     PRIMARY = "PRIMARY"
     OPTIMIZE = "OPTIMIZE"
     FALLBACK = "FALLBACK"
     ENHANCE = "ENHANCE"
 
 
-# Seed 003, section 3 and 7: the parent pipeline's thresholds.
-PARENT_DEFAULTS: dict[str, dict[str, Any]] = {
-    "RECURSIVE": {"max_chars": 2200, "overlap_chars": 180},
-    "SLIDING_WINDOW": {"chunk_size": 2200, "chunk_overlap": 180},
-    "SEMANTIC": {"min_chars": 480, "max_chars": 1600},
-    "LLM": {"llm_max_chars": 3500, "fallback_min_chars": 480, "fallback_max_chars": 1600},
-    "STRUCTURE": {"fallback_max_chars": 2200, "fallback_overlap_chars": 180},
-}
+@dataclass(frozen=True)
+class PipelineSettings:
+    """The settings a KB wrote for the strategies of one pipeline: ``{strategy: {key: value}}``
+    with registered (canonical) strategy names, each mapping validated against the
+    strategy's config. Only the keys written are kept: defaults stay the strategy's."""
 
-# Children are what gets embedded, so by default they are sized in the embedding model's
-# tokens (240 content tokens fit all-MiniLM-L6-v2's 256 positions) instead of the seed's
-# 800 characters, which is ~800 tokens of Chinese and would be silently truncated. These
-# defaults apply only when the KB gives no size setting of its own for the strategy.
-CHILD_DEFAULTS: dict[str, dict[str, Any]] = {
-    "RECURSIVE": {"size_unit": "tokens", "max_tokens": 240, "overlap_tokens": 32},
-}
-_SIZE_KEYS = frozenset({"size_unit", "max_chars", "overlap_chars", "max_tokens", "overlap_tokens"})
-_SIZE_GUARDS = ("RECURSIVE", "SLIDING_WINDOW")
+    pipeline: str = "child"
+    by_strategy: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
-DEFAULT_PLAN = "PARENT:RECURSIVE;CHILD:RECURSIVE"
+    @classmethod
+    def parse(
+        cls, raw: Mapping[str, Any] | None, *, pipeline: str, where: str, validate: bool = True
+    ) -> PipelineSettings:
+        """Read ``{strategy name or code: {key: value}}``; errors name ``where``, the strategy
+        and the key. ``validate=False`` checks only names and shapes: an override's keys are
+        valid or not once merged into the KB's (``merged(...).validate(where)``)."""
+        if pipeline not in PIPELINES:
+            raise ValueError(f"pipeline must be one of {PIPELINES}, got {pipeline!r}")
+        if raw is None:
+            return cls(pipeline, {})
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{where} must be a mapping of strategy -> settings, got {type(raw).__name__}: {raw!r}")
+        out: dict[str, dict[str, Any]] = {}
+        for name, values in raw.items():
+            try:
+                canon = registry.get(name).name
+            except ConfigError as exc:
+                raise ConfigError(f"{where}.{name}: {exc}") from None
+            if values is not None and not isinstance(values, Mapping):
+                raise ConfigError(
+                    f"{where}.{name} must be a mapping of settings, got {type(values).__name__}: {values!r}"
+                )
+            merged = {**out.get(canon, {}), **dict(values or {})}
+            out[canon] = merged
+        settings = cls(pipeline, out)
+        return settings.validate(where) if validate else settings
+
+    def validate(self, where: str) -> PipelineSettings:
+        """Every strategy's config built once (unknown keys, ranges, cross-key rules); self."""
+        for name in self.by_strategy:
+            self.config_for(name, where=f"{where}.{name}")
+        return self
+
+    def merged(self, other: PipelineSettings) -> PipelineSettings:
+        """These settings with ``other``'s written over them, key by key."""
+        out = {name: dict(values) for name, values in self.by_strategy.items()}
+        for name, values in other.by_strategy.items():
+            out[name] = {**out.get(name, {}), **dict(values)}
+        return PipelineSettings(self.pipeline, out)
+
+    def keys_for(self, strategy: str) -> dict[str, Any]:
+        return dict(self.by_strategy.get(registry.get(strategy).name, {}))
+
+    def config_for(self, strategy: str, *, where: str = "") -> StrategyConfig:
+        """The config of ``strategy`` in this pipeline: its defaults here, under the keys written."""
+        cls = registry.get(strategy)
+        user = self.keys_for(cls.name)
+        merged = {**cls.role_defaults(self.pipeline, set(user)), **user}
+        return registry.make_config(cls.name, merged, where=where or f"chunking.{self.pipeline}.{cls.name}")
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: dict(values) for name, values in sorted(self.by_strategy.items())}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.by_strategy)
 
 
 @dataclass(frozen=True)
@@ -62,14 +114,26 @@ class Step:
     role: Role
     config: StrategyConfig
 
+    @property
+    def strategy_class(self) -> type[Strategy]:
+        return registry.get(self.strategy)
+
     def build(self) -> Strategy:
         """The step's strategy, made once: a strategy holds nothing but its config, and the
         pipeline asks for it once per document."""
         built = self.__dict__.get("_built")
         if built is None:
-            built = registry.get(self.strategy)(self.config)
+            built = self.strategy_class(self.config)
             object.__setattr__(self, "_built", built)  # (not a field: equality and hash ignore it)
         return built
+
+    @property
+    def calls_llm(self) -> bool:
+        return self.strategy_class.calls_llm(self.config)
+
+    @property
+    def needs_embedder(self) -> bool:
+        return self.strategy_class.needs_embedder(self.config)
 
 
 @dataclass(frozen=True)
@@ -78,8 +142,24 @@ class Plan:
     child: tuple[Step, ...]
 
     @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.parent + self.child
+
+    @property
     def strategies(self) -> list[str]:
-        return sorted({s.strategy for s in self.parent + self.child})
+        return sorted({s.strategy for s in self.steps})
+
+    @property
+    def calls_llm(self) -> bool:
+        return any(s.calls_llm for s in self.steps)
+
+    @property
+    def needs_embedder(self) -> bool:
+        return any(s.needs_embedder for s in self.steps)
+
+    def code_versions(self) -> dict[str, str]:
+        """Each strategy's code version, by name."""
+        return {s.strategy: s.strategy_class.version for s in self.steps}
 
     def snapshot(self, *, numeric: bool = False) -> str:
         """``PARENT:1;CHILD:3,2`` (numeric, where every step has a code) or the named form."""
@@ -87,7 +167,7 @@ class Plan:
         def part(steps: tuple[Step, ...]) -> str:
             out = []
             for s in steps:
-                code = registry.get(s.strategy).code
+                code = s.strategy_class.code
                 out.append(str(code) if numeric and code is not None else s.strategy)
             return ",".join(out)
 
@@ -98,13 +178,10 @@ class Plan:
         return ";".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "snapshot": self.snapshot(),
-            "parent": [
-                {"strategy": s.strategy, "role": s.role.value, "config": s.config.to_dict()} for s in self.parent
-            ],
-            "child": [{"strategy": s.strategy, "role": s.role.value, "config": s.config.to_dict()} for s in self.child],
-        }
+        def steps(ss: tuple[Step, ...]) -> list[dict[str, Any]]:
+            return [{"strategy": s.strategy, "role": s.role.value, "config": s.config.to_dict()} for s in ss]
+
+        return {"snapshot": self.snapshot(), "parent": steps(self.parent), "child": steps(self.child)}
 
 
 def parse_snapshot(snapshot: str) -> tuple[list[str], list[str]]:
@@ -114,8 +191,8 @@ def parse_snapshot(snapshot: str) -> tuple[list[str], list[str]]:
             f"plan {snapshot!r} is empty; write e.g. 'PARENT:RECURSIVE;CHILD:RECURSIVE' or 'PARENT:1;CHILD:3,2'."
         )
     found: dict[str, list[str]] = {}
-    for section in snapshot.split(";"):
-        section = section.strip()
+    for raw_section in snapshot.split(";"):
+        section = raw_section.strip()
         if not section:
             continue
         if ":" not in section:
@@ -144,43 +221,31 @@ def parse_snapshot(snapshot: str) -> tuple[list[str], list[str]]:
 def _role(i: int, name: str) -> Role:
     if i == 0:
         return Role.PRIMARY
-    return Role.FALLBACK if name in _SIZE_GUARDS else Role.OPTIMIZE
+    return Role.FALLBACK if registry.get(name).size_guard else Role.OPTIMIZE
+
+
+def _settings(value: PipelineSettings | Mapping[str, Any] | None, pipeline: str, where: str) -> PipelineSettings:
+    if isinstance(value, PipelineSettings):
+        return PipelineSettings(pipeline, value.by_strategy) if value.pipeline != pipeline else value
+    return PipelineSettings.parse(value, pipeline=pipeline, where=f"{where}.{pipeline}")
 
 
 def build_plan(
     snapshot: str,
-    parent_settings: Mapping[str, Mapping[str, Any]] | None = None,
-    child_settings: Mapping[str, Mapping[str, Any]] | None = None,
+    parent_settings: PipelineSettings | Mapping[str, Any] | None = None,
+    child_settings: PipelineSettings | Mapping[str, Any] | None = None,
     *,
     where: str = "chunking",
 ) -> Plan:
-    """Validate a snapshot and per-strategy settings into a Plan; every error names its key."""
+    """A validated Plan from a snapshot and each pipeline's settings (typed, or a raw mapping
+    validated here); every error names ``where``, the pipeline, the strategy and the key."""
     parent_names, child_names = parse_snapshot(snapshot)
+    ps, cs = _settings(parent_settings, "parent", where), _settings(child_settings, "child", where)
 
-    def norm(settings: Mapping[str, Mapping[str, Any]] | None, key: str) -> dict[str, Mapping[str, Any]]:
-        out: dict[str, Mapping[str, Any]] = {}
-        for name, cfg in (settings or {}).items():
-            try:
-                canon = registry.get(name).name
-            except ConfigError as exc:
-                raise ConfigError(f"{where}.{key}.{name}: {exc}") from None
-            out[canon] = cfg
-        return out
+    def steps(names: list[str], settings: PipelineSettings) -> tuple[Step, ...]:
+        return tuple(
+            Step(name, _role(i, name), settings.config_for(name, where=f"{where}.{settings.pipeline}.{name}"))
+            for i, name in enumerate(names)
+        )
 
-    ps, cs = norm(parent_settings, "parent"), norm(child_settings, "child")
-
-    def steps(
-        names: list[str], settings: dict[str, Mapping[str, Any]], key: str, defaults: dict[str, dict[str, Any]]
-    ) -> tuple[Step, ...]:
-        out = []
-        for i, name in enumerate(names):
-            user = dict(settings.get(name) or {})
-            base = defaults.get(name, {})
-            if key == "child" and _SIZE_KEYS & user.keys():
-                base = {}  # the KB sized this strategy itself: no token default under it
-            merged = {**base, **user}
-            cfg = registry.make_config(name, merged, where=f"{where}.{key}.{name}")
-            out.append(Step(name, _role(i, name), cfg))
-        return tuple(out)
-
-    return Plan(steps(parent_names, ps, "parent", PARENT_DEFAULTS), steps(child_names, cs, "child", CHILD_DEFAULTS))
+    return Plan(steps(parent_names, ps), steps(child_names, cs))

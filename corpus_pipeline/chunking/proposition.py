@@ -27,6 +27,7 @@ that document instead of reusing it. Fallback chunks keep the source text: exact
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy, sub_piece
 from corpus_pipeline.chunking.params import StrategyConfig, param
 from corpus_pipeline.chunking.registry import register
+from corpus_pipeline.chunking.sizes import SizeBound
 from corpus_pipeline.chunking.sliding_window import SlidingWindow, SlidingWindowConfig
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.llm.alignment import numbers_supported, unit_support, units
@@ -205,6 +207,24 @@ class Proposition(Strategy):
     )
     config_class = PropositionConfig
     config: PropositionConfig
+    short_code = "p"
+    size_keys = frozenset({"max_chunk_size", "max_chunk_tokens"})
+
+    @classmethod
+    def size_bound(cls, config: StrategyConfig) -> SizeBound:
+        # its fallback is SLIDING_WINDOW, whose kept paragraphs reach 1.5 x the size
+        assert isinstance(config, PropositionConfig)
+        return SizeBound(
+            "chars",
+            math.floor(config.max_chunk_size * 1.5),
+            config.min_chunk_size or None,
+            f"{cls.name} 1.5 x max_chunk_size",
+        )
+
+    @classmethod
+    def calls_llm(cls, config: StrategyConfig) -> bool:
+        return True
+
     keeps_source_text = False
 
     def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:

@@ -32,13 +32,14 @@ from typing import Any
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.headings import find_headings
-from corpus_pipeline.chunking.plan import PARENT_DEFAULTS, build_plan
+from corpus_pipeline.chunking.plan import build_plan
+from corpus_pipeline.chunking.recursive import Recursive
 from corpus_pipeline.models import Block
 from corpus_pipeline.tokens import TokenCounter
 
 RECOMMENDER_VERSION = "v1"
 STRUCTURED_FORMATS = frozenset({"pdf", "docx", "markdown", "html"})
-PARENT_MAX_CHARS = int(PARENT_DEFAULTS["RECURSIVE"]["max_chars"])  # 2200
+PARENT_MAX_CHARS = int(Recursive.parent_defaults["max_chars"])  # 2200
 CHILD_MAX_CHARS = 800
 SEMANTIC_MIN_CHARS = 240
 _GARBAGE = re.compile(r"[\ufffd\x00-\x08\x0b\x0c\x0e-\x1f]")

@@ -38,7 +38,7 @@ from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy, make_piece, sub_piece
 from corpus_pipeline.chunking.params import StrategyConfig, param
 from corpus_pipeline.chunking.registry import register
-from corpus_pipeline.chunking.sizes import SizeMeter
+from corpus_pipeline.chunking.sizes import SizeBound, SizeMeter
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.models import Piece
 
@@ -308,6 +308,21 @@ class Recursive(Strategy):
     )
     config_class = RecursiveConfig
     config: RecursiveConfig
+    size_guard = True
+    parent_defaults = {"max_chars": 2200, "overlap_chars": 180}  # seed 003's parent pipeline
+    # Children are what gets embedded, so by default they are sized in the embedding model's
+    # tokens (240 content tokens fit all-MiniLM-L6-v2's 256 positions) instead of the seed's
+    # 800 characters, which are ~800 tokens of Chinese and would be truncated.
+    child_defaults = {"size_unit": "tokens", "max_tokens": 240, "overlap_tokens": 32}
+    size_keys = frozenset({"size_unit", "max_chars", "overlap_chars", "max_tokens", "overlap_tokens"})
+
+    @classmethod
+    def size_bound(cls, config: StrategyConfig) -> SizeBound:
+        assert isinstance(config, RecursiveConfig)
+        tok = config.size_unit == "tokens"
+        return SizeBound(
+            "tokens" if tok else "chars", config.limit, None, f"{cls.name} {'max_tokens' if tok else 'max_chars'}"
+        )
 
     def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
         return recursive_pieces(piece, ctx, self.config, self.name)

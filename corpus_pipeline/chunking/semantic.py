@@ -36,6 +36,7 @@ from corpus_pipeline.chunking.base import ChunkContext, Strategy, sub_piece
 from corpus_pipeline.chunking.params import StrategyConfig, param
 from corpus_pipeline.chunking.recursive import split_spans
 from corpus_pipeline.chunking.registry import register
+from corpus_pipeline.chunking.sizes import SizeBound
 from corpus_pipeline.errors import ConfigError, ModelError
 from corpus_pipeline.models import ChunkType, Piece
 
@@ -141,6 +142,19 @@ class Semantic(Strategy):
     )
     config_class = SemanticConfig
     config: SemanticConfig
+    parent_defaults = {"min_chars": 480, "max_chars": 1600}  # seed 003's parent pipeline
+    size_keys = frozenset({"size_unit", "min_chars", "max_chars", "min_tokens", "max_tokens"})
+
+    @classmethod
+    def size_bound(cls, config: StrategyConfig) -> SizeBound:
+        assert isinstance(config, SemanticConfig)
+        tok = config.size_unit == "tokens"
+        what = f"{cls.name} {'max_tokens' if tok else 'max_chars'}"
+        return SizeBound("tokens" if tok else "chars", config.max_size, config.min_size or None, what)
+
+    @classmethod
+    def needs_embedder(cls, config: StrategyConfig) -> bool:
+        return getattr(config, "similarity", None) == "embedding"
 
     def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
         cfg = self.config

@@ -7,12 +7,24 @@ afterwards is two binary searches over the tokens' start offsets.
 from __future__ import annotations
 
 from bisect import bisect_left
+from dataclasses import dataclass
 from typing import Literal
 
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.tokens import TokenCounter
 
 SizeUnit = Literal["chars", "tokens"]
+
+
+@dataclass(frozen=True)
+class SizeBound:
+    """The largest (and, where declared, the smallest) piece a configured strategy makes,
+    in one unit; ``what`` says where the number comes from (``"RECURSIVE max_chars"``)."""
+
+    unit: SizeUnit
+    max: int
+    min: int | None = None
+    what: str = ""
 
 
 class SizeMeter:

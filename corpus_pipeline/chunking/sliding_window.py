@@ -23,6 +23,7 @@ chunk merged with a small neighbour; no chunk is ever longer than 1.5 x ``chunk_
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from corpus_pipeline.chunking import text as tx
@@ -30,7 +31,7 @@ from corpus_pipeline.chunking.base import ChunkContext, Strategy
 from corpus_pipeline.chunking.params import StrategyConfig, param
 from corpus_pipeline.chunking.recursive import overlap_start
 from corpus_pipeline.chunking.registry import register
-from corpus_pipeline.chunking.sizes import SizeMeter
+from corpus_pipeline.chunking.sizes import SizeBound, SizeMeter, SizeUnit
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.models import Piece
 
@@ -104,6 +105,22 @@ class SlidingWindow(Strategy):
     )
     config_class = SlidingWindowConfig
     config: SlidingWindowConfig
+    short_code = "w"
+    size_guard = True
+    parent_defaults = {"chunk_size": 2200, "chunk_overlap": 180}
+    size_keys = frozenset({"size_unit", "chunk_size", "chunk_overlap"})
+
+    @classmethod
+    def size_bound(cls, config: StrategyConfig) -> SizeBound:
+        # a kept paragraph or a merged small chunk may reach 1.5 x chunk_size
+        assert isinstance(config, SlidingWindowConfig)
+        unit: SizeUnit = "tokens" if config.size_unit == "tokens" else "chars"
+        return SizeBound(
+            unit,
+            math.floor(config.chunk_size * TOLERANCE),
+            config.min_chunk_size or None,
+            f"{cls.name} 1.5 x chunk_size",
+        )
 
     def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
         cfg = self.config

@@ -82,6 +82,8 @@ class Structure(Strategy):
     )
     config_class = StructureConfig
     config: StructureConfig
+    parent_defaults = {"fallback_max_chars": 2200, "fallback_overlap_chars": 180}  # seed 003
+    # size_bound: none; sections are as long as they are (follow with RECURSIVE to bound them)
 
     def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
         text = ctx.text
@@ -153,6 +155,12 @@ class Structure(Strategy):
         out: list[tuple[int, int, str]] = []
         append = out.append
         pre_s, pre_e = tx.trim(text, piece.start, headings[0][0])
+        if base and pre_e <= pre_s:
+            # The span opens with a heading that ends its own path (a parent cut at that
+            # heading, a document whose title is its path): not nested under itself.
+            head, _, last = base.rpartition(" > ")
+            if last == headings[0][3]:
+                base = head
         if pre_e > pre_s:
             append((pre_s, pre_e, base))
         # The heading stack as two lists (levels, and the path so far at each): each path is

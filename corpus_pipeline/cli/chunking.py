@@ -1,19 +1,21 @@
 """``corpus strategies``, ``corpus preview`` and ``corpus recommend``: chunking from the shell.
 
     corpus strategies [--json]
-    corpus preview PATH|- (--strategy NAME [--config JSON] | --plan SNAPSHOT [--config JSON]) [--json]
+    corpus preview PATH|- [--kb NAME] [--strategy NAME | --plan SNAPSHOT] [--config JSON] [--json]
     corpus recommend PATH [--format FMT] [--llm-enabled] [--json]
 
-No Dagster and no torch: token counts come from the embedding model's tokenizer alone
-(``tokens``). Only SEMANTIC with ``similarity: embedding`` loads the embedding model, when
-it runs. Markdown and text files are chunked as they are; DOCX, HTML and PDF go through
-the project's parser first (lazily imported). Exit codes: 0 ok, 2 invalid input (config,
-arguments, unreadable file), 1 a model or document error.
+``preview`` shows exactly what the index makes of a file (``corpus_pipeline.preview``: the
+same parser, image descriptions, plan resolution, tools and parent/child algorithm), so
+the ids, offsets and texts it prints are the ones ``corpus index`` writes. No Dagster and
+no torch: token counts come from the embedding model's tokenizer alone; only SEMANTIC
+with ``similarity: embedding`` loads the model, on a cache miss. Exit codes: 0 ok, 2
+invalid input (config, arguments, unreadable file), 1 a model or document error.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -22,16 +24,6 @@ from typing import Any
 
 from corpus_pipeline.errors import ConfigError, CorpusError
 
-_TEXT_SUFFIXES = {
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".mdx": "markdown",
-    ".txt": "text",
-    ".text": "text",
-    "": "text",
-}
-_PARSED_SUFFIXES = {".docx": "docx", ".html": "html", ".htm": "html", ".pdf": "pdf"}
-
 
 def register(subparsers: Any) -> None:
     """Add the three sub-commands to the ``corpus`` parser."""
@@ -39,10 +31,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_strategies)
 
-    p = subparsers.add_parser("preview", help="chunk a file (or stdin) with a strategy or a plan")
+    p = subparsers.add_parser(
+        "preview",
+        help="chunk a file (or stdin) exactly as the index would: with a strategy, a plan, or a KB's kb.yaml",
+    )
     p.add_argument("path", help="a file, or - for stdin")
-    how = p.add_mutually_exclusive_group(required=True)
-    how.add_argument("--strategy", help="a strategy name or code (see corpus strategies)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--strategy", help="one strategy (name or code), as the plan 'CHILD:<strategy>'")
     how.add_argument(
         "--plan", help="a plan snapshot: 'PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE' or 'PARENT:1;CHILD:3,2'"
     )
@@ -52,13 +47,21 @@ def register(subparsers: Any) -> None:
         '{"parent": {"RECURSIVE": {...}}, "child": {...}}',
     )
     p.add_argument(
-        "--model", default=None, help="embedding model whose tokenizer counts tokens (default all-MiniLM-L6-v2)"
+        "--kb",
+        help="chunk as this KB's kb.yaml says (plan, overrides, model); --plan / --strategy replace its plan. "
+        "Ids equal the index's for a file inside the KB's folder",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="embedding model whose tokenizer counts tokens (default: the KB's, all-MiniLM-L6-v2)",
     )
     p.add_argument(
         "--format",
         default=None,
-        help="document format when it cannot be told from the name (markdown, text, html, docx, pdf)",
+        help="document format when it cannot be told from the file (markdown, text, html, docx, pdf)",
     )
+    p.add_argument("--no-images", action="store_true", help="do not describe images (no IMAGE chunks; faster)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_preview)
 
@@ -107,80 +110,7 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---------------------------------------------------------------- reading input
-
-
-def _read_input(path: str, fmt: str | None) -> tuple[str, str, tuple]:
-    """The document's text, format and parsed blocks (blocks only for parsed formats)."""
-    if path == "-":
-        raw = sys.stdin.buffer.read()
-        return _decode(raw), (fmt or "text"), ()
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{path}: no such file")
-    suffix = p.suffix.lower()
-    fmt = fmt or _TEXT_SUFFIXES.get(suffix) or _PARSED_SUFFIXES.get(suffix) or "text"
-    if fmt in ("markdown", "text"):
-        return _decode(p.read_bytes()), fmt, ()
-    return _parse(p, fmt)
-
-
-def _decode(raw: bytes) -> str:
-    try:
-        from corpus_pipeline.parsing.textdecode import decode_text
-    except ImportError:  # pragma: no cover - the parser package is part of the project
-        return raw.decode("utf-8")
-    return decode_text(raw)
-
-
-def _parse(p: Path, fmt: str) -> tuple[str, str, tuple]:
-    from corpus_pipeline.models import DocStatus, Document
-    from corpus_pipeline.parsing.parse import parse_document
-
-    doc = Document(
-        kb="preview", doc_id="preview", path=p.name, format=fmt, size_bytes=p.stat().st_size, content_hash="", plan=""
-    )
-    parsed = parse_document(doc, p.parent.resolve())
-    if parsed.status != DocStatus.OK.value:
-        raise ConfigError(f"{p}: cannot be parsed as {fmt}: {parsed.error}")
-    return parsed.text, fmt, tuple(parsed.blocks)
-
-
 # ---------------------------------------------------------------- preview
-
-
-def _chunk_json(c: Any) -> dict[str, Any]:
-    return {
-        "index": c.index,
-        "text": c.text,
-        "char_count": c.char_count,
-        "token_count": c.token_count,
-        "start_offset": c.start_offset,
-        "end_offset": c.end_offset,
-        "overlap_chars": c.overlap_chars,
-        "chunk_type": c.chunk_type,
-        "section_path": c.section_path,
-        "strategy": c.strategy,
-        "strategy_version": c.strategy_version,
-        "derived": c.derived,
-        "metadata": dict(c.metadata),
-    }
-
-
-def _needs_embedder(steps: Any) -> bool:
-    return any(getattr(s.config, "similarity", None) == "embedding" for s in steps)
-
-
-def _preview_llm(steps: Any) -> Any:
-    """The LLM client from the environment (OPENAI_BASE_URL, OPENAI_API_KEY,
-    CORPUS_LLM_MODEL), caching under $CORPUS_HOME, when a step calls an LLM; else None."""
-    from corpus_pipeline.chunking.plan import Plan
-    from corpus_pipeline.llm import open_llm, plans_call_llm
-    from corpus_pipeline.paths import Layout
-
-    if not plans_call_llm([Plan(parent=(), child=tuple(steps))]):
-        return None
-    return open_llm(None, cache_dir=Layout.from_env().cache)
 
 
 def _load_json(value: str | None) -> dict[str, Any]:
@@ -195,100 +125,91 @@ def _load_json(value: str | None) -> dict[str, Any]:
     return data
 
 
-def cmd_preview(args: argparse.Namespace) -> int:
-    from corpus_pipeline.chunking import registry
-    from corpus_pipeline.chunking.base import ChunkContext
-    from corpus_pipeline.chunking.pipeline import chunk_document, chunk_text
-    from corpus_pipeline.chunking.plan import Role, Step, build_plan
-    from corpus_pipeline.tokens import DEFAULT_MODEL, token_counter_for
+def _plan_args(args: argparse.Namespace) -> dict[str, Any]:
+    """--strategy / --plan / --config as preview_file's plan and settings."""
+    settings = _load_json(args.config)
+    if args.strategy:
+        from corpus_pipeline.chunking import registry
 
-    model = args.model or DEFAULT_MODEL
+        name = registry.get(args.strategy).name
+        return {"plan": f"CHILD:{name}", "parent_settings": {}, "child_settings": {name: settings}}
+    if args.plan:
+        unknown = [k for k in settings if k not in ("parent", "child")]
+        if unknown:
+            raise ConfigError(f"--config: unknown key {unknown[0]!r}; with --plan use 'parent' and 'child'.")
+        return {
+            "plan": args.plan,
+            "parent_settings": settings.get("parent", {}),
+            "child_settings": settings.get("child", {}),
+        }
+    if settings:
+        raise ConfigError("--config needs --strategy or --plan (with --kb alone, the KB's kb.yaml settings apply).")
+    if not args.kb:
+        raise ConfigError("say how to chunk: --strategy NAME, --plan SNAPSHOT, or --kb NAME (the KB's kb.yaml).")
+    return {}
+
+
+def _record(r: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    out = {f.name: getattr(r, f.name) for f in dataclasses.fields(r) if f.name not in drop}
+    out["metadata"] = dict(r.metadata)
+    return out
+
+
+def preview_json(result: Any, ms: float) -> dict[str, Any]:
+    """The ``corpus preview --json`` document: the records the index would write."""
+    chunked = result.chunked
+    children = [_record(c) for c in chunked.children]
+    by_parent: dict[str, list[dict[str, Any]]] = {}
+    for c in children:
+        by_parent.setdefault(c["parent_id"], []).append(c)
+    parents = []
+    for p in chunked.parents:
+        rec = _record(p)
+        rec["children"] = by_parent.get(p.parent_id, [])
+        rec["child_count"] = len(rec["children"])
+        parents.append(rec)
+    counter = result.kb.config.embedding.model
+    return {
+        "kb": result.kb.name,
+        "strategy_version": result.strategy_version,
+        "plan": result.plan.snapshot(),
+        "plan_reasons": list(result.plan_reasons),
+        "strategy_versions": result.plan.code_versions(),
+        "document": {
+            k: getattr(result.document, k) for k in ("doc_id", "path", "format", "content_hash", "size_bytes")
+        },
+        "total_parents": len(parents),
+        "total_chunks": len(children),
+        "total_chars": len(result.parsed.text),
+        "recut_chunks": chunked.stats.get("recut_chunks", 0),
+        "images": result.images,
+        "token_model": counter,
+        "duration_ms": ms,
+        **({"llm": result.llm_usage} if result.llm_usage else {}),
+        "parents": parents,
+        "chunks": children,
+    }
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    from corpus_pipeline.preview import preview_file, preview_stdin
+
     try:
-        settings = _load_json(args.config)
-        if args.strategy:
-            cls = registry.get(args.strategy)
-            cfg = registry.make_config(cls.name, settings, where=f"--config ({cls.name})")
-            steps: tuple[Step, ...] = (Step(cls.name, Role.PRIMARY, cfg),)
-            plan = None
+        plan_args = _plan_args(args)
+        kwargs = {**plan_args, "kb": args.kb, "model": args.model, "fmt": args.format, "images": not args.no_images}
+        t0 = time.perf_counter()
+        if args.path == "-":
+            result = preview_stdin(sys.stdin.buffer.read(), **kwargs)
         else:
-            unknown = [k for k in settings if k not in ("parent", "child")]
-            if unknown:
-                raise ConfigError(f"--config: unknown key {unknown[0]!r}; with --plan use 'parent' and 'child'.")
-            plan = build_plan(args.plan, settings.get("parent"), settings.get("child"), where="--config")
-            steps = plan.parent + plan.child
-        text, fmt, blocks = _read_input(args.path, args.format)
+            result = preview_file(Path(args.path), **kwargs)
+        ms = round((time.perf_counter() - t0) * 1000, 1)
     except ConfigError as exc:
         return _fail("preview", exc, 2)
     except OSError as exc:
         return _fail("preview", ConfigError(f"{args.path}: cannot be read: {exc}"), 2)
-
-    try:
-        counter = token_counter_for(model)
-        embedder = None
-        if _needs_embedder(steps):
-            from corpus_pipeline.embedding import load_embedder
-
-            embedder = load_embedder(model)
-        llm = _preview_llm(steps)
-        ctx = ChunkContext(text=text, token_counter=counter, blocks=blocks, embedder=embedder, llm=llm)
-        t0 = time.perf_counter()
-        if plan is None:
-            chunks = chunk_text(steps, ctx)
-            parents = None
-        else:
-            doc = chunk_document(plan, ctx)
-            chunks, parents = doc.children, doc.parents
-        ms = round((time.perf_counter() - t0) * 1000, 1)
-    except ConfigError as exc:
-        return _fail("preview", exc, 2)
     except CorpusError as exc:
         return _fail("preview", exc, 1)
-
-    versions = {s.strategy: registry.get(s.strategy).version for s in steps}
-    if plan is None:
-        name = steps[0].strategy
-        out: dict[str, Any] = {"strategy": name, "strategy_version": versions[name]}
-    else:
-        out = {
-            "strategy": plan.snapshot(),
-            "plan": plan.snapshot(),
-            "strategy_version": ",".join(f"{k}:{v}" for k, v in sorted(versions.items())),
-            "strategy_versions": versions,
-        }
-    out.update(
-        {
-            "format": fmt,
-            "total_chunks": len(chunks),
-            "total_chars": len(text),
-            "duration_ms": ms,
-            "token_model": model,
-        }
-    )
-    if llm is not None:  # what the preview cost: calls, cache hits, tokens (never the key)
-        out["llm"] = {"model": llm.model, **llm.usage.to_dict()}
-    if parents is None:
-        out["chunks"] = [_chunk_json(c) for c in chunks]
-    else:
-        out["total_parents"] = len(parents)
-        out["parents"] = [
-            {
-                "index": p.index,
-                "text": p.text,
-                "char_count": p.char_count,
-                "token_count": p.token_count,
-                "start_offset": p.start_offset,
-                "end_offset": p.end_offset,
-                "overlap_chars": p.overlap_chars,
-                "section_path": p.section_path,
-                "strategy": p.strategy,
-                "start_chunk_no": p.start_chunk_no,
-                "end_chunk_no": p.end_chunk_no,
-                "child_count": p.child_count,
-                "metadata": dict(p.metadata),
-                "children": [_chunk_json(c) for c in chunks if c.parent_index == p.index],
-            }
-            for p in parents
-        ]
+    out = preview_json(result, ms)
     if args.json:
         _print_json(out)
         return 0
@@ -301,40 +222,49 @@ def _one_line(s: str, width: int = 100) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
+_SHOWN_FLAGS = (
+    "fallback_from", "fallback_reason", "hard_cut", "proposition_range", "llm_verbatim", "llm_gap",
+    "recut_from_tokens", "recut_part",
+)  # fmt: skip
+
+
 def _print_chunk(c: dict[str, Any], indent: str) -> None:
     path = f"  [{c['section_path']}]" if c["section_path"] else ""
-    shown = ("fallback_from", "fallback_reason", "hard_cut", "proposition_range", "llm_verbatim", "llm_gap")
-    flags = "".join(f"  {k}={v}" for k, v in c["metadata"].items() if k in shown)
+    flags = "".join(f"  {k}={v}" for k, v in c["metadata"].items() if k in _SHOWN_FLAGS)
     print(
-        f"{indent}#{c['index']}  {c['start_offset']}..{c['end_offset']}  {c['char_count']} chars  "
+        f"{indent}#{c['chunk_index']}  {c['start_offset']}..{c['end_offset']}  {c['char_count']} chars  "
         f"{c['token_count']} tokens  {c['chunk_type']}{path}{flags}"
     )
     print(f"{indent}    {_one_line(c['text'])}")
 
 
 def _print_preview(out: dict[str, Any]) -> None:
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(out["strategy_versions"].items()))
     print(
-        f"{out['strategy']} ({out['strategy_version']}): {out['total_chunks']} chunks from "
-        f"{out['total_chars']} characters in {out['duration_ms']} ms"
+        f"{out['document']['path']} in {out['kb']} @ {out['strategy_version']}: {out['plan']} ({versions}): "
+        f"{out['total_parents']} parents, {out['total_chunks']} chunks from {out['total_chars']} characters "
+        f"in {out['duration_ms']} ms"
     )
+    for reason in out["plan_reasons"]:
+        print(f"  - {reason}")
+    if out["recut_chunks"]:
+        print(f"  {out['recut_chunks']} chunk(s) were over the embedding model's window and were cut again")
+    if out["images"]:
+        print("  images: " + ", ".join(f"{k} {v}" for k, v in sorted(out["images"].items())))
     if "llm" in out:
         u = out["llm"]
         print(
             f"LLM {u['model']}: {u['calls']} calls ({u['errors']} failed), {u['cache_hits']} cached answers, "
             f"{u['prompt_tokens']} + {u['completion_tokens']} tokens"
         )
-    if "parents" in out:
-        for p in out["parents"]:
-            path = f"  [{p['section_path']}]" if p["section_path"] else ""
-            print(
-                f"parent {p['index']}  {p['start_offset']}..{p['end_offset']}  {p['char_count']} chars  "
-                f"{p['child_count']} children{path}"
-            )
-            for c in p["children"]:
-                _print_chunk(c, "  ")
-    else:
-        for c in out["chunks"]:
-            _print_chunk(c, "")
+    for p in out["parents"]:
+        path = f"  [{p['section_path']}]" if p["section_path"] else ""
+        print(
+            f"parent {p['parent_index']}  {p['start_offset']}..{p['end_offset']}  {p['char_count']} chars  "
+            f"{p['child_count']} children  {p['strategy']}{path}"
+        )
+        for c in p["children"]:
+            _print_chunk(c, "  ")
 
 
 # ---------------------------------------------------------------- recommend
@@ -342,12 +272,16 @@ def _print_preview(out: dict[str, Any]) -> None:
 
 def cmd_recommend(args: argparse.Namespace) -> int:
     from corpus_pipeline.chunking.recommend import recommend
+    from corpus_pipeline.preview import parse_file, with_stdin
     from corpus_pipeline.tokens import DEFAULT_MODEL, token_counter_for
 
     try:
-        text, fmt, blocks = _read_input(args.path, args.format)
+        if args.path == "-":
+            doc, parsed = with_stdin(sys.stdin.buffer.read(), args.format, lambda f, fm: parse_file(f, fmt=fm))
+        else:
+            doc, parsed = parse_file(Path(args.path), fmt=args.format)
         counter = token_counter_for(args.model or DEFAULT_MODEL)
-        rec = recommend(text, fmt, blocks, token_counter=counter, llm_enabled=args.llm_enabled)
+        rec = recommend(parsed.text, doc.format, parsed.blocks, token_counter=counter, llm_enabled=args.llm_enabled)
     except ConfigError as exc:
         return _fail("recommend", exc, 2)
     except OSError as exc:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from corpus_pipeline.errors import ConfigError, StoreError
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout
-from corpus_pipeline.versioning import active_version
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import active_version
 
 _COLUMNS = [
     ("child_recall", "child R"),
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     questions = args.questions or kb.path / "questions.jsonl"
     if not questions.exists():
         raise ConfigError(f"no questions file {questions}; pass --questions FILE (JSONL: question, references).")
-    versions = list(args.compare) if args.compare else [args.version or active_version(layout.versions, kb.name)]
+    versions = list(args.compare) if args.compare else [args.version or active_version(layout, kb.name)]
     if versions[0] is None:
         raise StoreError(f"knowledge base {kb.name!r} has no active version yet; run `corpus index --kb {kb.name}`")
     settings = SearchSettings.from_mapping(kb.config.search).with_(final_top_k=args.top_k)

@@ -8,8 +8,8 @@ import sys
 
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout
-from corpus_pipeline.versioning import register_version
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import register_version
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"no knowledge bases under {layout.kbs}: make a folder there with your documents in it.")
     # Every KB's configuration is validated before anything is written.
     kbs = [resolve_kb(layout.kb_dir(n)) for n in names]
-    planned = [(kb, register_version(layout.versions, kb)) for kb in kbs]
+    planned = [(kb, register_version(layout, kb)) for kb in kbs]
     prepare_dagster_home(layout)
 
     from assets.runner import index_kbs  # Dagster is imported only here

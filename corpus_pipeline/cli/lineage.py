@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.paths import Layout
+from corpus_pipeline.store.layout import Layout
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from corpus_pipeline.cli import print_json
-    from corpus_pipeline.quality.lineage import trace_chunk
+    from corpus_pipeline.lineage import trace_chunk
 
     if not 0 <= args.context <= 100_000:
         raise StoreError(f"--context {args.context} is out of range: allowed 0..100000 characters.")

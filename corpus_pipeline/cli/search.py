@@ -13,8 +13,8 @@ import argparse
 
 from corpus_pipeline.errors import StoreError
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout
-from corpus_pipeline.versioning import active_version
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import active_version
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     layout = Layout.from_env()
     kb = resolve_kb(layout.kb_dir(args.kb))
-    version = args.version or active_version(layout.versions, kb.name)
+    version = args.version or active_version(layout, kb.name)
     if version is None:
         raise StoreError(f"knowledge base {kb.name!r} has no active version yet; run `corpus index --kb {kb.name}`")
     settings = SearchSettings.from_mapping(kb.config.search).with_(final_top_k=args.top_k)

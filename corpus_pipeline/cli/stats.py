@@ -20,8 +20,8 @@ import argparse
 from typing import Any
 
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.paths import Layout, check_kb_name
-from corpus_pipeline.versioning import active_version
+from corpus_pipeline.store.layout import Layout, check_kb_name
+from corpus_pipeline.store.versions import active_version
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +44,7 @@ def choose_versions(layout: Layout, kb: str, requested: list[str], compare: bool
     from corpus_pipeline.quality.stats import versions_with_data
 
     have = versions_with_data(layout, kb)
-    active = active_version(layout.versions, kb)
+    active = active_version(layout, kb)
     if requested:
         versions = list(dict.fromkeys(requested))
         if compare and len(versions) == 1:

@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout, check_kb_name
-from corpus_pipeline.store.lance import connect, list_table_names, table_name
+from corpus_pipeline.store.layout import Layout, check_kb_name
 from corpus_pipeline.store.parquet import read_manifest
-from corpus_pipeline.versioning import active_version, set_active, strategy_version, version_info, versions_by_age
+from corpus_pipeline.store.versions import active_version, set_active, version_info, versions_by_age
+from corpus_pipeline.versioning import strategy_version
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,15 +42,14 @@ def _age(ts: str | None) -> str:
 
 def list_versions(layout: Layout, kb: str) -> list[dict]:
     check_kb_name(kb)
-    active = active_version(layout.versions, kb)
+    active = active_version(layout, kb)
     try:
         current = strategy_version(resolve_kb(layout.kb_dir(kb)))
     except ConfigError:
         current = None
-    tables = set(list_table_names(connect(layout.lancedb))) if layout.lancedb.exists() else set()
     out = []
-    for v in versions_by_age(layout.versions, kb):
-        info = version_info(layout.versions, kb, v)
+    for v in versions_by_age(layout, kb):
+        info = version_info(layout, kb, v)
         rows = {
             asset: (read_manifest(layout.partition_dir(asset, kb, v)).get("rows") or {}).get("data")
             for asset in ("parent_blocks", "child_chunks")
@@ -62,7 +61,7 @@ def list_versions(layout: Layout, kb: str) -> list[dict]:
                 "strategy_version": v,
                 "active": v == active,
                 "current": v == current,
-                "built": table_name(kb, v) in tables,
+                "built": layout.search_table_dir(kb, v).is_dir(),
                 "plan": ((info.get("inputs") or {}).get("plan") or {}).get("snapshot"),
                 "registered_at": info.get("registered_at"),
                 "built_at": built_at,
@@ -112,8 +111,8 @@ def run_activate(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"version {args.version!r} of {args.kb!r} has no search table; build it first with `corpus index`"
         )
-    before = active_version(layout.versions, args.kb)
-    set_active(layout.versions, args.kb, args.version)
+    before = active_version(layout, args.kb)
+    set_active(layout, args.kb, args.version)
     if args.json:
         print_json({"kb": args.kb, "active": args.version, "previous": before})
     else:

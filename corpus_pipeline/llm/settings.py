@@ -113,35 +113,19 @@ def llm_settings(
 
 
 def plans_call_llm(plans: Iterable[Plan]) -> bool:
-    """Whether any step of these plans may call an LLM (PROPOSITION, or LLM switched on)."""
-    for plan in plans:
-        for step in (*plan.parent, *plan.child):
-            if step.strategy == "PROPOSITION":
-                return True
-            if step.strategy == "LLM" and getattr(step.config, "llm_enabled", False):
-                return True
-    return False
+    """Whether any step of these plans may call an LLM (``Strategy.calls_llm``)."""
+    return any(plan.calls_llm for plan in plans)
 
 
 def version_input(kb: KnowledgeBase) -> dict[str, Any] | None:
     """What of kb.yaml's ``llm:`` section names the KB's chunks (the model shapes them), or
-    None when no plan of the KB can call an LLM (then the section changes no chunk)."""
-    plans = [kb.plan, *(o.plan for o in kb.overrides)]
-    calls = plans_call_llm(plans)
-    auto = getattr(kb, "auto", False) or any(getattr(o, "auto", False) for o in kb.overrides)
-    if not calls and auto:
-        # plan "auto": the recommender picks LLM splitting where the user switched it on
-        settings = [kb.config.chunking.child, *(getattr(o, "child_settings", {}) for o in kb.overrides)]
-        calls = calls or any(
-            str(k).upper() in ("LLM", "4") and bool((v or {}).get("llm_enabled"))
-            for child in settings
-            for k, v in (child or {}).items()
-        )
-    if not calls:
+    None when no document of the KB can be chunked by a strategy that calls an LLM (then
+    the section changes no chunk)."""
+    if not kb.calls_llm:
         return None
     return {"model": kb.config.llm.model, "enabled": kb.config.llm.enabled}
 
 
 def kb_calls_llm(kb: KnowledgeBase) -> bool:
     """Whether any document of the KB may be chunked by a strategy that calls an LLM."""
-    return version_input(kb) is not None
+    return kb.calls_llm

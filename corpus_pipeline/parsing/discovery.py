@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from corpus_pipeline.kbconfig import KnowledgeBase, match_glob
@@ -28,12 +27,6 @@ EXTENSIONS: dict[str, DocFormat] = {
     ".pdf": DocFormat.PDF,
 }
 _IGNORED_NAMES = {"kb.yaml", "questions.jsonl"}
-
-
-@dataclass(frozen=True)
-class DiscoveredFile:
-    document: Document
-    error: str | None = None  # set when the file is refused before parsing (too large, ...)
 
 
 def doc_id_for(kb: str, rel_path: str) -> str:
@@ -60,7 +53,7 @@ def sniff_format(path: Path, head: bytes) -> DocFormat | None:
     return ext
 
 
-def _file_hash(path: Path) -> str:
+def file_hash(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -68,11 +61,12 @@ def _file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def discover(kb: KnowledgeBase) -> list[DiscoveredFile]:
-    """Every supported file under the KB folder that ``include``/``exclude`` select, sorted."""
+def discover(kb: KnowledgeBase) -> list[Document]:
+    """Every supported file under the KB folder that ``include``/``exclude`` select, sorted;
+    a file refused before parsing (too large) carries its ``error``."""
     cfg = kb.config
     limit = int(cfg.max_file_mb * 1024 * 1024)
-    out: list[DiscoveredFile] = []
+    out: list[Document] = []
     for path in sorted(kb.path.rglob("*")):
         if not path.is_file() or path.is_symlink():
             continue
@@ -100,9 +94,10 @@ def discover(kb: KnowledgeBase) -> list[DiscoveredFile]:
             path=rel,
             format=fmt.value,
             size_bytes=size,
-            content_hash=_file_hash(path),
+            content_hash=file_hash(path),
             plan="auto" if kb.is_auto(rel) else plan.snapshot(),
             override=override,
+            error=error,
         )
-        out.append(DiscoveredFile(doc, error))
+        out.append(doc)
     return out

@@ -128,7 +128,9 @@ class _Pages:
         for node in p.iter(_q(W, "t"), _q(W, "br"), _q(W, "lastRenderedPageBreak")):
             if node.tag == _q(W, "t"):
                 text_seen = text_seen or bool((node.text or "").strip())
-            elif (self.rendered and node.tag == _q(W, "lastRenderedPageBreak")) or (not self.rendered and node.tag == _q(W, "br") and node.get(_q(W, "type")) == "page"):
+            elif (self.rendered and node.tag == _q(W, "lastRenderedPageBreak")) or (
+                not self.rendered and node.tag == _q(W, "br") and node.get(_q(W, "type")) == "page"
+            ):
                 out.append(not text_seen)
         return out
 

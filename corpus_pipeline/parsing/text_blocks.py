@@ -30,6 +30,7 @@ _CN_CHAPTER = re.compile(rf"^\s*第[{_CN_NUM}\d]+([章篇部节条])")
 _CN_ORDINAL = re.compile(rf"^\s*[{_CN_NUM}]+[、．.]\s*\S")
 _CN_PAREN = re.compile(rf"^\s*[（(][{_CN_NUM}]+[）)]\s*\S")
 _HASH_HEAD = re.compile(r"^\s*(#{1,6})\s+\S")
+_HASH_LINE = re.compile(r"^\s*(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _LIST = re.compile(r"^\s*(?:[-*+•·▪◦●○■□–]\s+|\d+(?:\.\d+)*[.)、]?\s+|[a-zA-Z][.)]\s+|[（(]\d+[）)]\s*|[①-⑳]\s*)")
 _BULLET = re.compile(r"^\s*[-*+•·▪◦●○■□–]\s+")
 _MAX_HEADING_CHARS = 60
@@ -158,7 +159,10 @@ def text_blocks(doc_id: str, source: str) -> list[Block]:
                     level = 1  # the heading that opens the file is the document's title
                 flush_run()
                 flush_item()
-                out.add(BlockType.TITLE, line.start, line.end, level=level, title=stripped)
+                start, end = line.start, line.end
+                if m := _HASH_LINE.match(line.text):  # "# Title #": the block is the title, as in markdown
+                    start, end = line.start + m.start(2), line.start + m.end(2)
+                out.add(BlockType.TITLE, start, end, level=level, title=source[start:end].strip())
                 i += 1
                 continue
             indent = len(line.text) - len(line.text.lstrip())

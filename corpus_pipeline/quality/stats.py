@@ -22,9 +22,9 @@ import duckdb
 import pyarrow as pa
 
 from corpus_pipeline.errors import CorpusError, StoreError
-from corpus_pipeline.paths import Layout
+from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.parquet import read_manifest
-from corpus_pipeline.versioning import active_version
+from corpus_pipeline.store.versions import active_version, version_info
 
 QUANTILES = {"p5": 0.05, "p50": 0.5, "p95": 0.95}
 CHUNK_TABLES = ("child_chunks", "parent_blocks")
@@ -147,27 +147,13 @@ def partition_folder(layout: Layout, asset: str, kb: str, version: str) -> Path:
 
 def versions_with_data(layout: Layout, kb: str) -> list[str]:
     """Versions of ``kb`` with a child_chunks partition, oldest written first."""
-    base = layout.table_dir("child_chunks") / f"kb={kb}"
-    if not base.is_dir():
-        return []
     found = []
-    for d in base.iterdir():
-        if d.is_dir() and d.name.startswith("strategy_version=") and any(d.glob("*.parquet")):
+    for v in layout.versions_with_partition("child_chunks", kb):
+        d = layout.partition_dir("child_chunks", kb, v)
+        if any(d.glob("*.parquet")):
             written = str(read_manifest(d).get("written_at") or "")
-            found.append((written, d.stat().st_mtime, d.name.split("=", 1)[1]))
+            found.append((written, d.stat().st_mtime, v))
     return [v for _, _, v in sorted(found)]
-
-
-def _version_info(layout: Layout, kb: str, version: str) -> dict[str, Any]:
-    import json
-
-    f = layout.versions / kb / f"{version}.json"
-    if not f.exists():
-        return {}
-    try:
-        return json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
 
 
 def _token_limit(model: str | None) -> int | None:
@@ -190,7 +176,7 @@ def partition_stats(layout: Layout, kb: str, version: str, *, bins: int = 10) ->
             f"no child_chunks for knowledge base {kb!r} at strategy_version {version!r} under {layout.warehouse}; "
             f"versions with data: {', '.join(known) or 'none'} (run `corpus index --kb {kb}`)."
         )
-    info = _version_info(layout, kb, version)
+    info = version_info(layout, kb, version)
     inputs = info.get("inputs") or {}
     model = inputs.get("embedding_model")
     limit = _token_limit(model)
@@ -198,7 +184,7 @@ def partition_stats(layout: Layout, kb: str, version: str, *, bins: int = 10) ->
     out: dict[str, Any] = {
         "kb": kb,
         "strategy_version": version,
-        "active": active_version(layout.versions, kb) == version,
+        "active": active_version(layout, kb) == version,
         "plan": (inputs.get("plan") or {}).get("snapshot"),
         "embedding_model": model,
         "written_at": manifest.get("written_at"),

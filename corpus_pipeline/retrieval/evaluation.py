@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from corpus_pipeline.errors import ConfigError, StoreError
-from corpus_pipeline.paths import Layout
 from corpus_pipeline.retrieval.search import Searcher, SearchResult
 from corpus_pipeline.retrieval.settings import SearchSettings
+from corpus_pipeline.store.layout import Layout
 
 if TYPE_CHECKING:
     from corpus_pipeline.kbconfig import KnowledgeBase

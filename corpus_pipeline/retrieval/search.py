@@ -27,7 +27,6 @@ import pyarrow.parquet as pq
 
 from corpus_pipeline.embedding import Embedder, load_embedder
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.paths import Layout
 from corpus_pipeline.retrieval.analysis import keyword_text, unknown_token_share
 from corpus_pipeline.retrieval.elevation import (
     ChildHit,
@@ -46,6 +45,7 @@ from corpus_pipeline.retrieval.fusion import (
 )
 from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.store.lance import KEYWORD_COLUMN, open_search_table
+from corpus_pipeline.store.layout import Layout
 
 _CHILD_COLUMNS = [
     "chunk_id",
@@ -149,7 +149,7 @@ class Searcher:
 
     def __init__(
         self,
-        db_path: Path,
+        layout: Layout,
         kb: str,
         version: str,
         *,
@@ -158,24 +158,23 @@ class Searcher:
         parents_file: Path | None = None,
         embedder: Embedder | None = None,
     ) -> None:
+        """``parents_file`` defaults to the version's parent_blocks partition."""
         self.kb, self.version = kb, version
         self.settings = settings or SearchSettings()
-        self.table = open_search_table(db_path, kb, version)
+        self.table = open_search_table(layout, kb, version)
         self.rows = self.table.count_rows()
         # Tables written before the analysed column have an ICU index on the raw text.
         self.analysed = KEYWORD_COLUMN in self.table.schema.names
         self.model = model
         self._embedder = embedder
-        self.parents = load_parents(parents_file)
-        self.parents_file = parents_file
+        self.parents_file = parents_file if parents_file is not None else parents_path(layout, kb, version)
+        self.parents = load_parents(self.parents_file)
 
     @classmethod
     def for_kb(
         cls, layout: Layout, kb: str, version: str, *, model: str, settings: SearchSettings | None = None
     ) -> Searcher:
-        return cls(
-            layout.lancedb, kb, version, model=model, settings=settings, parents_file=parents_path(layout, kb, version)
-        )
+        return cls(layout, kb, version, model=model, settings=settings)
 
     @property
     def embedder(self) -> Embedder:
@@ -291,8 +290,8 @@ def search_kb(
 
 
 def search(
-    db_path: Path, kb: str, version: str, query: str, *, model: str, top_k: int = 5, channel_k: int = 8
+    layout: Layout, kb: str, version: str, query: str, *, model: str, top_k: int = 5, channel_k: int = 8
 ) -> list[ChildHit]:
     """Child-level hybrid search (gated, fused; no elevation): the best ``top_k`` chunks."""
     settings = SearchSettings(vector_top_k=channel_k, keyword_top_k=channel_k, candidate_top_k=max(top_k, 1))
-    return Searcher(db_path, kb, version, model=model, settings=settings).candidates(query)
+    return Searcher(layout, kb, version, model=model, settings=settings).candidates(query)

@@ -12,12 +12,13 @@ full-text index on ``text``; search handles both.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from corpus_pipeline.errors import StoreError
+from corpus_pipeline.store.layout import Layout, search_table_name
 from corpus_pipeline.store.schemas import search_schema
 
 os.environ.setdefault("LANCE_LOG", "error")
@@ -32,18 +33,15 @@ SEARCH_TABLE_VERSION = "2"  # 2: keyword_text column (CJK bigrams) carries the F
 KEYWORD_COLUMN = "keyword_text"
 
 
-def table_name(kb: str, version: str) -> str:
-    return f"chunks__{kb}__{version}"
-
-
-def connect(path: Path):
+def connect(layout: Layout) -> Any:
+    """The LanceDB database of a CORPUS_HOME (created if missing)."""
     import lancedb
 
-    path.mkdir(parents=True, exist_ok=True)
-    return lancedb.connect(str(path))
+    layout.lancedb.mkdir(parents=True, exist_ok=True)
+    return lancedb.connect(str(layout.lancedb))
 
 
-def write_search_table(db_path: Path, kb: str, version: str, chunks: pa.Table, vectors: np.ndarray) -> int:
+def write_search_table(layout: Layout, kb: str, version: str, chunks: pa.Table, vectors: np.ndarray) -> int:
     """Replace the search table of one partition with ``chunks`` and their ``vectors``."""
     from lancedb.index import FTS
 
@@ -68,8 +66,8 @@ def write_search_table(db_path: Path, kb: str, version: str, chunks: pa.Table, v
     table = table.append_column(
         KEYWORD_COLUMN, pa.array([keyword_text(t or "") for t in table.column("text").to_pylist()], pa.string())
     )
-    db = connect(db_path)
-    name = table_name(kb, version)
+    db = connect(layout)
+    name = search_table_name(kb, version)
     exists = name in list_table_names(db)
     tbl = db.create_table(name, data=table, mode="overwrite" if exists else "create")
     if len(table):
@@ -85,7 +83,7 @@ def write_search_table(db_path: Path, kb: str, version: str, chunks: pa.Table, v
     return len(table)
 
 
-def list_table_names(db) -> list[str]:
+def list_table_names(db: Any) -> list[str]:
     names: list[str] = []
     token = None
     while True:
@@ -96,9 +94,9 @@ def list_table_names(db) -> list[str]:
             return names
 
 
-def open_search_table(db_path: Path, kb: str, version: str):
-    db = connect(db_path)
-    name = table_name(kb, version)
+def open_search_table(layout: Layout, kb: str, version: str) -> Any:
+    db = connect(layout)
+    name = search_table_name(kb, version)
     if name not in list_table_names(db):
         raise StoreError(
             f"no search table for kb={kb!r} strategy_version={version!r}; run `corpus index --kb {kb}` first"
@@ -106,9 +104,11 @@ def open_search_table(db_path: Path, kb: str, version: str):
     return db.open_table(name)
 
 
-def drop_search_table(db_path: Path, kb: str, version: str) -> None:
-    db = connect(db_path)
+def drop_search_table(layout: Layout, kb: str, version: str) -> None:
+    if not layout.lancedb.is_dir():
+        return
+    db = connect(layout)
     try:
-        db.drop_table(table_name(kb, version))
+        db.drop_table(search_table_name(kb, version))
     except (ValueError, FileNotFoundError):
         pass

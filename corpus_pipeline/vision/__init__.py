@@ -4,7 +4,7 @@ and the IMAGE / TABLE_IMAGE pieces that join a document's text chunks (seed 000 
 from corpus_pipeline.vision.client import OpenAIVisionClient, VisionAnswer, VisionClient, parse_answer
 from corpus_pipeline.vision.describe import OCR_ONLY_NO_VLM, VLM_FAILED_WITH_OCR, describe_images
 from corpus_pipeline.vision.ocr import clean_ocr_text, ocr_image, tesseract_available
-from corpus_pipeline.vision.pieces import image_pieces, merge_in_reading_order, parent_at
+from corpus_pipeline.vision.pieces import image_pieces
 from corpus_pipeline.vision.settings import VisionSettings, vision_settings
 
 __all__ = [
@@ -17,9 +17,7 @@ __all__ = [
     "clean_ocr_text",
     "describe_images",
     "image_pieces",
-    "merge_in_reading_order",
     "ocr_image",
-    "parent_at",
     "parse_answer",
     "tesseract_available",
     "vision_settings",

@@ -1,16 +1,13 @@
-"""Image descriptions into IMAGE / TABLE_IMAGE pieces, merged with text pieces (seed 000 §6.3).
+"""Image descriptions into IMAGE / TABLE_IMAGE pieces (seed 000 §6.3).
 
-The seed merges by ``blockIndex``, guessing one for text chunks that have none. Here both
-kinds carry offsets into the same canonical text, so the order is exact: an image piece
-(whose span is its image block's span) goes right after the last text piece that starts
-at or before it. Chunk numbers are then the positions in the merged list.
+Each piece takes its image block's span, so it joins the text chunks in exact reading
+order (``chunking.document`` places it after the last text chunk that starts at or before
+it; the seed guessed a block index for text chunks instead).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
-from typing import Protocol
 
 from corpus_pipeline.models import Block, BlockType, ImageDescription, ImageStatus, Piece
 
@@ -49,33 +46,3 @@ def image_pieces(descriptions: Sequence[ImageDescription], blocks: Sequence[Bloc
             )
         )
     return pieces
-
-
-def merge_in_reading_order(text_pieces: Sequence[Piece], images: Sequence[Piece]) -> list[Piece]:
-    """Text pieces (in their order) with each image piece after the last text piece at or before it."""
-    starts = [p.start for p in text_pieces]
-    slots: dict[int, list[Piece]] = {}
-    for img in sorted(images, key=lambda p: (p.start, p.block_index or 0)):
-        slots.setdefault(bisect_right(starts, img.start), []).append(img)
-    out: list[Piece] = list(slots.get(0, []))
-    for i, piece in enumerate(text_pieces, start=1):
-        out.append(piece)
-        out.extend(slots.get(i, []))
-    return out
-
-
-class _Span(Protocol):
-    start_offset: int
-    end_offset: int
-
-
-def parent_at(offset: int, parents: Sequence[_Span]) -> int | None:
-    """Index of the parent block whose span holds ``offset`` (the last one starting at or
-    before it when none holds it: an image between two parents belongs to the one above)."""
-    if not parents:
-        return None
-    for i, p in enumerate(parents):
-        if p.start_offset <= offset < p.end_offset:
-            return i
-    before = [i for i, p in enumerate(parents) if p.start_offset <= offset]
-    return before[-1] if before else 0

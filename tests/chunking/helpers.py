@@ -7,8 +7,8 @@ from typing import Any
 
 from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.base import ChunkContext
-from corpus_pipeline.chunking.pipeline import chunk_text
-from corpus_pipeline.chunking.plan import Role, Step
+from corpus_pipeline.chunking.document import ChunkedDocument, SourceDocument, chunk_document
+from corpus_pipeline.chunking.plan import build_plan
 from corpus_pipeline.models import Block, Chunk, Piece
 from corpus_pipeline.tokens import token_counter_for
 
@@ -30,29 +30,28 @@ def texts(pieces: Sequence[Piece | Chunk]) -> list[str]:
     return [p.text for p in pieces]
 
 
+def source(text: str, blocks: Sequence[Block] = (), *, version: str = "v-test", doc_id: str = "d") -> SourceDocument:
+    return SourceDocument("kb", version, doc_id, "doc.md", "markdown", "hash", text, blocks)
+
+
+def chunk(snapshot: str, text: str, ctx: ChunkContext | None = None, **settings: Any) -> ChunkedDocument:
+    """Parents and children of ``text`` under a plan (``child_settings=`` / ``parent_settings=``
+    as ``build_plan`` takes them), as ``corpus preview --plan`` and the index make them."""
+    plan = build_plan(snapshot, settings.get("parent_settings"), settings.get("child_settings"))
+    return chunk_document(source(text), plan, ctx or ctx_for(text))
+
+
 def run(name: str, text: str, ctx: ChunkContext | None = None, **config: Any) -> list[Chunk]:
-    """Numbered chunks, as ``corpus preview --strategy`` makes them."""
-    cls = registry.get(name)
-    step = Step(cls.name, Role.PRIMARY, cls.config_class(**config))
-    return chunk_text([step], ctx or ctx_for(text))
+    """Numbered chunks, as ``corpus preview --strategy`` makes them (the plan CHILD:<name>)."""
+    return chunk(f"CHILD:{registry.get(name).name}", text, ctx, child_settings={name: config}).children
 
 
-# Documented exceptions to "every chunk within the configured size".
 def size_bound(name: str, cfg: Any) -> tuple[str, int]:
-    """(unit, the largest size any chunk of ``name`` with ``cfg`` may have)."""
-    if name == "RECURSIVE":
-        return cfg.size_unit, cfg.limit
-    if name == "SLIDING_WINDOW":
-        return cfg.size_unit, int(cfg.chunk_size * 1.5)  # kept / merged paragraphs, up to 1.5x
-    if name == "SEMANTIC":
-        return cfg.size_unit, cfg.max_size
-    if name == "LLM":  # the SEMANTIC fallback
-        return "chars", cfg.fallback_max_chars
-    if name == "PROPOSITION":  # the SLIDING_WINDOW fallback
-        return "chars", int(cfg.max_chunk_size * 1.5)
-    if name == "STRUCTURE":  # sections are unbounded by design; the fallback is bounded
-        return "chars", 10**9
-    raise AssertionError(name)
+    """(unit, the largest size any chunk of ``name`` with ``cfg`` may have): what the
+    strategy declares (``Strategy.size_bound``); STRUCTURE declares none (its sections are
+    unbounded by design)."""
+    bound = registry.get(name).size_bound(cfg)
+    return (bound.unit, bound.max) if bound is not None else ("chars", 10**9)
 
 
 def check_invariants(name: str, text: str, pieces: Sequence[Piece], ctx: ChunkContext, cfg: Any) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from corpus_pipeline.chunking import registry
 from corpus_pipeline.cli import chunking as cli
 
 
@@ -45,15 +46,18 @@ def test_preview_of_stdin_with_a_strategy(tmp_path: Path) -> None:
     code, out, _ = run(["preview", "-", "--strategy", "STRUCTURE", "--json"], stdin=DOC)
     data = json.loads(out)
     assert code == 0
-    assert (data["strategy"], data["strategy_version"], data["total_chunks"], data["total_chars"]) == (
-        "STRUCTURE",
-        "v2",
+    assert (data["plan"], data["strategy_versions"], data["total_chunks"], data["total_chars"]) == (
+        "CHILD:STRUCTURE",
+        {"STRUCTURE": registry.get("STRUCTURE").version},
         2,
         len(DOC),
     )
+    assert data["kb"] == "preview" and data["strategy_version"].startswith("c1-")
     first = data["chunks"][0]
     assert set(first) >= {
-        "index",
+        "chunk_id",
+        "parent_id",
+        "chunk_index",
         "text",
         "char_count",
         "token_count",
@@ -74,7 +78,8 @@ def test_preview_of_a_file_with_a_plan_nests_children_in_parents(tmp_path: Path)
     data = json.loads(out)
     assert code == 0 and data["plan"] == "PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE"
     assert [len(p["children"]) for p in data["parents"]] == [1, 1]
-    assert data["parents"][1]["children"][0]["index"] == 1
+    assert data["parents"][1]["children"][0]["chunk_index"] == 1
+    assert data["parents"][1]["children"][0]["parent_id"] == data["parents"][1]["parent_id"]
 
 
 @pytest.mark.parametrize(

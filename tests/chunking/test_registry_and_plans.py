@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from chunking.helpers import ctx_for
+from chunking.helpers import chunk, ctx_for
 from corpus_pipeline.chunking import registry
-from corpus_pipeline.chunking.pipeline import chunk_document, cleanup, run_steps
-from corpus_pipeline.chunking.plan import PARENT_DEFAULTS, Role, build_plan, parse_snapshot
+from corpus_pipeline.chunking.pipeline import cleanup, run_steps
+from corpus_pipeline.chunking.plan import Role, build_plan, parse_snapshot
 from corpus_pipeline.errors import ConfigError, UnknownStrategyError
 from corpus_pipeline.models import Piece
 
@@ -83,7 +83,9 @@ def test_roles_and_parent_defaults_follow_seed_003() -> None:
     assert plan.parent[1].config.max_chars == 2200 and plan.parent[1].config.overlap_chars == 180
     assert plan.child[1].config.max_chars == 800 and plan.child[1].config.overlap_chars == 120
     assert plan.child[0].config.min_chars == 240 and plan.child[0].config.max_chars == 700
-    assert PARENT_DEFAULTS["SEMANTIC"] == {"min_chars": 480, "max_chars": 1600}
+    # what a strategy knows about its place in a plan lives on the strategy
+    assert registry.get("SEMANTIC").parent_defaults == {"min_chars": 480, "max_chars": 1600}
+    assert build_plan("PARENT:SEMANTIC;CHILD:2").parent[0].config.max_chars == 1600
 
 
 @pytest.mark.parametrize(
@@ -138,25 +140,25 @@ ZH_EN = (
 @pytest.mark.parametrize(
     "snapshot", ["PARENT:1;CHILD:3,2", "PARENT:2;CHILD:2", "PARENT:STRUCTURE,RECURSIVE;CHILD:SLIDING_WINDOW", "CHILD:2"]
 )
-def test_every_child_lies_inside_its_parent_and_parents_count_their_children(snapshot: str) -> None:
+def test_every_child_lies_inside_its_parent_and_fits_the_model(snapshot: str) -> None:
     ctx = ctx_for(ZH_EN)
-    doc = chunk_document(build_plan(snapshot), ctx)
+    doc = chunk(snapshot, ZH_EN, ctx)
     assert doc.parents and doc.children
-    assert [c.index for c in doc.children] == list(range(len(doc.children)))
-    for p in doc.parents:
+    assert [c.chunk_index for c in doc.children] == list(range(len(doc.children)))
+    assert [p.parent_index for p in doc.parents] == list(range(len(doc.parents)))
+    by_id = {p.parent_id: p for p in doc.parents}
+    assert set(by_id) == {c.parent_id for c in doc.children}  # every parent has a child
+    for c in doc.children:
+        p = by_id[c.parent_id]
         assert ZH_EN[p.start_offset : p.end_offset] == p.text
-        kids = [c for c in doc.children if c.parent_index == p.index]
-        assert p.child_count == len(kids)
-        assert (p.start_chunk_no, p.end_chunk_no) == (kids[0].index, kids[-1].index)
-        for c in kids:
-            assert p.start_offset <= c.start_offset < c.end_offset <= p.end_offset
-            assert ZH_EN[c.start_offset : c.end_offset] == c.text
-            assert c.token_count == ctx.token_counter.count(c.text)
-    assert chunk_document(build_plan(snapshot), ctx_for(ZH_EN)) == doc  # deterministic
+        assert p.start_offset + p.overlap_chars <= c.start_offset < c.end_offset <= p.end_offset
+        assert ZH_EN[c.start_offset : c.end_offset] == c.text
+        assert c.token_count == ctx.token_counter.count(c.text) <= ctx.token_counter.max_tokens
+    assert chunk(snapshot, ZH_EN) == doc  # deterministic: same ids, same records
 
 
 def test_parent_sections_give_children_their_section_path() -> None:
-    doc = chunk_document(build_plan("PARENT:1;CHILD:2"), ctx_for(ZH_EN))
+    doc = chunk("PARENT:1;CHILD:2", ZH_EN)
     assert [p.section_path for p in doc.parents] == ["运维手册 > CPU 高负载", "运维手册 > Memory"]
     assert {c.section_path for c in doc.children} == {"运维手册 > CPU 高负载", "运维手册 > Memory"}
 

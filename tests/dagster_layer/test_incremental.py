@@ -11,10 +11,10 @@ from assets.definitions import build_definitions
 from assets.runner import backfill_strategy, index_kb
 from corpus_pipeline.chunking import registry
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout
 from corpus_pipeline.store.lance import open_search_table
+from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.parquet import read_manifest, read_partition
-from corpus_pipeline.versioning import active_version, known_versions, register_version, set_active
+from corpus_pipeline.store.versions import active_version, known_versions, register_version, set_active
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +53,7 @@ def _index_all(instance, layout, names=("alpha", "beta", "gamma")):
     out = {}
     for n in names:
         kb = resolve_kb(layout.kb_dir(n))
-        out[n] = index_kb(defs, instance, layout, kb, register_version(layout.versions, kb), say=lambda s: None)
+        out[n] = index_kb(defs, instance, layout, kb, register_version(layout, kb), say=lambda s: None)
         assert out[n].status == "ok", out[n].error
     return out
 
@@ -88,13 +88,13 @@ def test_only_what_changed_is_rebuilt(three_kbs, monkeypatch):
         assert a.embedded + a.reused == a.child_chunks and a.embedded > 0
         assert changed["beta"].up_to_date and changed["gamma"].up_to_date
         assert _run_id(layout, "child_chunks", "beta", v["beta"]) == beta_run
-        assert active_version(layout.versions, "alpha") == v2
-        assert sorted(known_versions(layout.versions, "alpha")) == sorted([v["alpha"], v2])
+        assert active_version(layout, "alpha") == v2
+        assert sorted(known_versions(layout, "alpha")) == sorted([v["alpha"], v2])
 
         # 3. Rollback: switch search back to the old version, then forward again.
-        set_active(layout.versions, "alpha", v["alpha"])
-        assert open_search_table(layout.lancedb, "alpha", v["alpha"]).count_rows() == chunks["alpha"]
-        set_active(layout.versions, "alpha", v2)
+        set_active(layout, "alpha", v["alpha"])
+        assert open_search_table(layout, "alpha", v["alpha"]).count_rows() == chunks["alpha"]
+        set_active(layout, "alpha", v2)
 
         # 4. One document of beta edited: one parsed, one re-chunked, the rest reused.
         doc = layout.kb_dir("beta") / "doc1.md"
@@ -111,7 +111,7 @@ def test_only_what_changed_is_rebuilt(three_kbs, monkeypatch):
         assert deleted.documents == 2 and deleted.embedded == 0
         rows = read_partition(layout.partition_dir("child_chunks", "beta", v["beta"])).column("doc_path").to_pylist()
         assert "doc2.md" not in rows and set(rows) == {"doc0.md", "doc1.md"}
-        table = open_search_table(layout.lancedb, "beta", v["beta"]).to_arrow()
+        table = open_search_table(layout, "beta", v["beta"]).to_arrow()
         assert "doc2.md" not in table.column("doc_path").to_pylist() and table.num_rows == len(rows)
 
         # 6. A strategy upgrade: bumping SLIDING_WINDOW's code version changes only gamma's
@@ -123,8 +123,8 @@ def test_only_what_changed_is_rebuilt(three_kbs, monkeypatch):
         g = upgraded[0]
         assert g.strategy_version != v["gamma"] and g.partitions_run == [f"gamma|{g.strategy_version}"]
         assert g.documents_parsed == 0 and g.embedded == 0  # same texts: every vector is reused
-        assert active_version(layout.versions, "gamma") == g.strategy_version
-        assert {n: register_version(layout.versions, resolve_kb(layout.kb_dir(n))) for n in ("alpha", "beta")} == {
+        assert active_version(layout, "gamma") == g.strategy_version
+        assert {n: register_version(layout, resolve_kb(layout.kb_dir(n))) for n in ("alpha", "beta")} == {
             "alpha": v2,
             "beta": v["beta"],
         }
@@ -143,9 +143,9 @@ def test_versions_past_the_retention_count_are_retired(three_kbs):
             )
             built.append(_index_all(instance, layout, names=("alpha",))["alpha"].strategy_version)
         assert len(set(built)) == 3
-        assert sorted(known_versions(layout.versions, "alpha")) == sorted(built[1:])
+        assert sorted(known_versions(layout, "alpha")) == sorted(built[1:])
         assert not layout.partition_dir("child_chunks", "alpha", built[0]).exists()
         assert layout.partition_dir("child_chunks", "alpha", built[1]).exists()
         with pytest.raises(Exception, match="no search table"):
-            open_search_table(layout.lancedb, "alpha", built[0])
+            open_search_table(layout, "alpha", built[0])
         assert not instance.has_dynamic_partition("strategy_version", built[0])

@@ -10,17 +10,17 @@ from dagster import DagsterInstance, instance_for_test
 from assets.definitions import build_definitions
 from assets.runner import index_kb
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout
 from corpus_pipeline.retrieval import search
 from corpus_pipeline.store.lance import open_search_table
-from corpus_pipeline.versioning import active_version, register_version
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import active_version, register_version
 
 pytestmark = pytest.mark.slow
 
 
 def _index(instance: DagsterInstance, layout: Layout, force: bool = False):
     kb = resolve_kb(layout.kb_dir("tiny"))
-    version = register_version(layout.versions, kb)
+    version = register_version(layout, kb)
     defs = build_definitions(str(layout.home))
     return index_kb(defs, instance, layout, kb, version, say=lambda s: None, force=force), version
 
@@ -33,7 +33,7 @@ def test_a_tiny_kb_is_indexed_end_to_end_and_a_rerun_duplicates_nothing(tiny_kb,
         assert summary.documents == 2 and summary.failed_documents == []
         assert summary.child_chunks > summary.parent_blocks >= 2
         assert summary.embedded == summary.child_chunks and summary.reused == 0
-        assert active_version(layout.versions, "tiny") == version
+        assert active_version(layout, "tiny") == version
 
         # Hive-style partitions DuckDB can read directly.
         part = layout.warehouse / "child_chunks" / "kb=tiny" / f"strategy_version={version}" / "data.parquet"
@@ -67,7 +67,7 @@ def test_a_tiny_kb_is_indexed_end_to_end_and_a_rerun_duplicates_nothing(tiny_kb,
             assert c["ps"] <= c["start_offset"] < c["end_offset"] <= c["pe"]
             assert c["char_count"] <= 120
 
-        tbl = open_search_table(layout.lancedb, "tiny", version)
+        tbl = open_search_table(layout, "tiny", version)
         assert tbl.count_rows() == summary.child_chunks
         runs_before = len(instance.get_runs())
 
@@ -80,12 +80,12 @@ def test_a_tiny_kb_is_indexed_end_to_end_and_a_rerun_duplicates_nothing(tiny_kb,
         assert forced.status == "ok" and len(forced.runs) == 2
         assert (forced.documents_parsed, forced.documents_reused) == (0, 2)
         assert forced.embedded == 0 and forced.reused == summary.child_chunks  # the cache answers
-        assert open_search_table(layout.lancedb, "tiny", version).count_rows() == summary.child_chunks
+        assert open_search_table(layout, "tiny", version).count_rows() == summary.child_chunks
         assert len(instance.get_runs()) == runs_before + 2  # both runs are on the instance
 
-        hits = search(layout.lancedb, "tiny", version, "which port does the web console use", model="all-MiniLM-L6-v2")
+        hits = search(layout, "tiny", version, "which port does the web console use", model="all-MiniLM-L6-v2")
         assert "8443" in hits[0].text
-        hits = search(layout.lancedb, "tiny", version, "扩容", model="all-MiniLM-L6-v2")
+        hits = search(layout, "tiny", version, "扩容", model="all-MiniLM-L6-v2")
         assert any("16 个实例" in h.text and "keyword" in h.channels for h in hits)
 
 

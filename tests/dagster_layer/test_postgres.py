@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout
-from corpus_pipeline.versioning import register_version
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import register_version
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -59,7 +59,7 @@ def test_a_materialization_is_recorded_in_postgresql(tiny_kb, corpus_home, pg_en
     home = prepare_dagster_home(layout)
     assert "postgres" in (home / "dagster.yaml").read_text()
     kb = resolve_kb(layout.kb_dir("tiny"))
-    version = register_version(layout.versions, kb)
+    version = register_version(layout, kb)
     with DagsterInstance.from_config(str(home)) as instance:
         assert isinstance(instance.run_storage, PostgresRunStorage)
         summary = index_kb(build_definitions(str(corpus_home)), instance, layout, kb, version, say=lambda s: None)

@@ -11,8 +11,9 @@ from assets.definitions import build_definitions
 from assets.runner import index_kb
 from assets.sensors import kb_change_sensor, nightly_reindex
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout
-from corpus_pipeline.versioning import register_version, strategy_version
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import register_version
+from corpus_pipeline.versioning import strategy_version
 from resources import CorpusResource
 
 pytestmark = pytest.mark.slow
@@ -62,10 +63,7 @@ def test_the_sensor_requests_exactly_the_affected_partitions(corpus_home):
         defs = build_definitions(str(corpus_home))
         for name in ("one", "two"):
             kb = resolve_kb(layout.kb_dir(name))
-            assert (
-                index_kb(defs, instance, layout, kb, register_version(layout.versions, kb), say=lambda s: None).status
-                == "ok"
-            )
+            assert index_kb(defs, instance, layout, kb, register_version(layout, kb), say=lambda s: None).status == "ok"
         assert isinstance(_tick(instance, corpus_home), SkipReason)
 
         # A changed document: only its KB is parsed again.
@@ -74,7 +72,7 @@ def test_the_sensor_requests_exactly_the_affected_partitions(corpus_home):
         (layout.kb_dir("two") / "a.md").unlink()  # and a deletion is a change too
         assert _requests(_tick(instance, corpus_home)) == [("parse_kb", "two")]
         kb2 = resolve_kb(layout.kb_dir("two"))
-        index_kb(defs, instance, layout, kb2, register_version(layout.versions, kb2), say=lambda s: None)
+        index_kb(defs, instance, layout, kb2, register_version(layout, kb2), say=lambda s: None)
         assert isinstance(_tick(instance, corpus_home), SkipReason)
 
         # A chunking config change: a new version partition and its index run, no parse.
@@ -92,9 +90,7 @@ def test_the_sensor_requests_exactly_the_affected_partitions(corpus_home):
 
 def test_the_nightly_schedule_reparses_every_registered_kb():
     with instance_for_test() as instance:
-        ctx = build_schedule_context(
-            instance=instance, scheduled_execution_time=datetime(2026, 12, 1, 2, tzinfo=UTC)
-        )
+        ctx = build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 12, 1, 2, tzinfo=UTC))
         assert isinstance(nightly_reindex(ctx), SkipReason)
         instance.add_dynamic_partitions("kb", ["one", "two"])
         reqs = nightly_reindex(ctx)

@@ -16,7 +16,7 @@ import pytest
 from dagster import DagsterInstance
 
 from corpus_pipeline.instance import prepare_dagster_home
-from corpus_pipeline.paths import Layout
+from corpus_pipeline.store.layout import Layout
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ from assets.partitions import kb_version_key
 from assets.runner import register_partitions
 from corpus_pipeline.cli import main
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout
-from corpus_pipeline.versioning import register_version
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import register_version
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +52,7 @@ def home(tmp_path_factory):
         for i, child in enumerate((120, 200)):
             (kb_dir / "kb.yaml").write_text(PLAN.format(child=child), encoding="utf-8")
             kb = resolve_kb(kb_dir)
-            version = register_version(layout.versions, kb)
+            version = register_version(layout, kb)
             register_partitions(instance, "tiny", version)
             if i == 0:
                 assert (

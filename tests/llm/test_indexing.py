@@ -14,13 +14,11 @@ from conftest import TINY_EN, TINY_ZH
 from support.openai_server import OpenAIServer, Reply
 
 from corpus_pipeline import indexing
+from corpus_pipeline.chunking.context import ContextFactory
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout
-from corpus_pipeline.versioning import (
-    register_version,
-    strategy_version,
-    version_inputs,
-)
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import register_version
+from corpus_pipeline.versioning import strategy_version, version_inputs
 from llm.conftest import KEY
 
 PLAN = "PARENT:RECURSIVE;CHILD:PROPOSITION"
@@ -51,15 +49,18 @@ def kb_env(corpus_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return corpus_home
 
 
+def tools(kb):
+    """Each stage opens its own tools, as each asset does (the LLM client counts per stage)."""
+    return ContextFactory.for_kb(kb, cache_dir=Layout.from_env().cache)
+
+
 def chunk(kb_dir: Path, previous: dict | None = None):
     kb = resolve_kb(kb_dir)
     version = strategy_version(kb)
-    parsed, _ = indexing.parse_documents(kb, indexing.discover_documents(kb))
-    parents, _ = indexing.build_parent_blocks(kb, version, parsed, (previous or {}).get("parents"))
-    children, cstats = indexing.build_child_chunks(
-        kb, version, parents, parsed, previous=(previous or {}).get("children")
-    )
-    return parsed, parents, children, cstats
+    parsed = indexing.parse_documents(kb, indexing.discover_documents(kb).tables).tables
+    parents = indexing.build_parent_blocks(kb, version, parsed, (previous or {}).get("parents"), tools(kb)).tables
+    result = indexing.build_child_chunks(kb, version, parents, parsed, {}, (previous or {}).get("children"), tools(kb))
+    return parsed, parents, result.tables, result.stats
 
 
 def test_children_are_propositions_with_llm_usage_in_the_stats_and_a_rerun_is_free(
@@ -147,7 +148,7 @@ def test_indexing_through_dagster_again_makes_no_new_calls(model_server: OpenAIS
     kb_dir = write_kb(kb_env, model_server, plan="PARENT:RECURSIVE;CHILD:LLM")
     layout = Layout(kb_env)
     kb = resolve_kb(kb_dir)
-    version = register_version(layout.versions, kb)
+    version = register_version(layout, kb)
     defs = build_definitions(str(layout.home))
     with instance_for_test() as instance:
         first = index_kb(defs, instance, layout, kb, version, say=lambda s: None)

@@ -50,6 +50,6 @@ def test_a_50_mb_file_is_refused_at_discovery_and_the_rest_is_kept(tmp_path: Pat
     with (kb / "huge.txt").open("wb") as f:
         f.truncate(50 * 1024 * 1024)  # sparse: 50 MB with no line break, written in no time
     (kb / "ok.md").write_text("# fine\n", encoding="utf-8")
-    found = {d.document.path: d.error for d in discover(resolve_kb(kb))}
+    found = {d.path: d.error for d in discover(resolve_kb(kb))}
     assert found["ok.md"] is None
     assert "over the limit max_file_mb = 20" in (found["huge.txt"] or "")

@@ -11,8 +11,8 @@ from assets.definitions import build_definitions
 from assets.partitions import kb_version_key
 from assets.runner import index_kb, register_partitions
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout
-from corpus_pipeline.versioning import active_version, register_version, set_active
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import active_version, register_version, set_active
 
 pytestmark = pytest.mark.slow
 
@@ -30,17 +30,21 @@ GOOD_PLAN = (
     "  parent: {RECURSIVE: {max_chars: 1200, overlap_chars: 100}}\n"
     "  child: {RECURSIVE: {max_chars: 400, overlap_chars: 40}}\n"
 )
+# Children are always cut to fit the model's window (254 tokens); a KB that holds its chunks
+# to a stricter token limit than its plan makes still gets the blocking check as the last
+# line of defence.
 BAD_PLAN = (
     "chunking:\n"
     "  plan: PARENT:RECURSIVE;CHILD:RECURSIVE\n"
     "  parent: {RECURSIVE: {max_chars: 4000, overlap_chars: 100}}\n"
     "  child: {RECURSIVE: {size_unit: chars, max_chars: 2000, overlap_chars: 100}}\n"
+    "quality: {token_limit: 120}\n"
 )
 
 
 def _run(instance, layout: Layout):
     kb = resolve_kb(layout.kb_dir("longdoc"))
-    version = register_version(layout.versions, kb)
+    version = register_version(layout, kb)
     defs = build_definitions(str(layout.home))
     return index_kb(defs, instance, layout, kb, version, say=lambda s: None), version
 
@@ -50,7 +54,7 @@ def _chunk_only(instance, layout: Layout) -> tuple[str, str]:
     version: a real run, without loading the embedding model (tests/dagster_layer
     covers a full run that activates)."""
     kb = resolve_kb(layout.kb_dir("longdoc"))
-    version = register_version(layout.versions, kb)
+    version = register_version(layout, kb)
     register_partitions(instance, kb.name, version)
     defs = build_definitions(str(layout.home))
     assert defs.resolve_job_def("parse_kb").execute_in_process(partition_key=kb.name, instance=instance).success
@@ -82,7 +86,7 @@ def test_a_plan_over_the_token_limit_is_blocked_before_embedding_and_not_activat
         checks = _checks(instance, good_run)
         assert checks and all(passed for passed, _ in checks.values()), checks
         assert {"child_chunks:child_token_limit", "parent_blocks:parent_offsets_valid"} <= set(checks)
-        set_active(layout.versions, "longdoc", good_version)  # as a successful full run would
+        set_active(layout, "longdoc", good_version)  # as a successful full run would
 
         (kb_dir / "kb.yaml").write_text(BAD_PLAN, encoding="utf-8")
         bad, bad_version = _run(instance, layout)
@@ -99,4 +103,4 @@ def test_a_plan_over_the_token_limit_is_blocked_before_embedding_and_not_activat
         assert "chunk_embeddings" not in steps and "search_index" not in steps
         assert not (layout.partition_dir("chunk_embeddings", "longdoc", bad_version) / "data.parquet").exists()
         # The active version stays the good one.
-        assert active_version(layout.versions, "longdoc") == good_version
+        assert active_version(layout, "longdoc") == good_version

@@ -15,10 +15,10 @@ from assets.evaluation import retrieval_eval
 from assets.partitions import kb_version_key
 from assets.runner import index_kb
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.paths import Layout
 from corpus_pipeline.retrieval import search_kb
 from corpus_pipeline.retrieval.evaluation import evaluate_version
-from corpus_pipeline.versioning import register_version
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import register_version
 from resources import CorpusResource
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def zh_kb(tmp_path_factory):
     )
     layout = Layout(home)
     kb = resolve_kb(layout.kb_dir("ops-runbook-zh"))
-    version = register_version(layout.versions, kb)
+    version = register_version(layout, kb)
     with instance_for_test() as instance:
         summary = index_kb(build_definitions(str(home)), instance, layout, kb, version, say=lambda s: None)
         assert summary.status == "ok", summary.error

@@ -13,6 +13,7 @@ import pytest
 
 from corpus_pipeline.retrieval import Searcher, SearchSettings
 from corpus_pipeline.store.lance import write_search_table
+from corpus_pipeline.store.layout import Layout
 
 DOC = "运维手册.md"
 # (chunk_id, parent_id, text, start, vector)
@@ -64,7 +65,7 @@ def index(tmp_path: Path) -> tuple[Path, Path]:
         )
     vectors = np.asarray([c[4] for c in CHUNKS], dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    db = tmp_path / "lancedb"
+    db = Layout(tmp_path)
     write_search_table(db, "ops", "v1", pa.Table.from_pylist(rows), vectors)
     parents = tmp_path / "parents.parquet"
     pq.write_table(
@@ -146,6 +147,6 @@ def test_top_k_and_budgets_limit_the_results(index):
 
 def test_without_parent_blocks_the_children_are_their_own_evidence(index):
     db, _ = index
-    s = Searcher(db, "ops", "v1", model="fake", parents_file=db / "missing.parquet", embedder=FakeEmbedder({}))
+    s = Searcher(db, "ops", "v1", model="fake", parents_file=db.home / "missing.parquet", embedder=FakeEmbedder({}))
     res = s.search("磁盘")
     assert res.results[0].text == CHUNKS[2][2] and res.warnings

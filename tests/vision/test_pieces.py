@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from corpus_pipeline.models import Block, ImageDescription, Piece
-from corpus_pipeline.vision import image_pieces, merge_in_reading_order, parent_at
+from corpus_pipeline.models import Block, ImageDescription
+from corpus_pipeline.vision import image_pieces
 
 BLOCKS = [
     Block("d", 0, "TITLE", "Guide", 0, 5, level=1, section_path="Guide"),
@@ -37,20 +35,3 @@ def test_image_pieces_carry_span_type_and_links_and_skip_skipped() -> None:
     ]
     assert pieces[1].metadata["degraded"] is True and pieces[1].metadata["degrade_reason"] == "VLM_FAILED_WITH_OCR"
     assert pieces[0].metadata["image_id"] == "img-2" and pieces[0].metadata["page_num"] == 1
-
-
-def test_merge_puts_each_image_after_the_text_piece_it_follows() -> None:
-    text = [Piece("Guide\n\nFirst.", 0, 13), Piece("Second.", 15, 22)]
-    images = image_pieces([desc(2, "DESCRIBED", "A"), desc(4, "DESCRIBED", "B")], BLOCKS)
-    merged = merge_in_reading_order(text, images)
-    assert [p.text for p in merged] == ["Guide\n\nFirst.", "A", "Second.", "B"]
-
-
-def test_parent_at_offset() -> None:
-    @dataclass
-    class P:
-        start_offset: int
-        end_offset: int
-
-    parents = [P(0, 14), P(15, 22)]
-    assert [parent_at(o, parents) for o in (13, 14, 22, 0)] == [0, 0, 1, 0]

@@ -20,6 +20,7 @@ gathers, from the Parquet partitions and their ``_manifest.json`` files only (no
 
 from __future__ import annotations
 
+import glob as glob_module
 import json
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,9 @@ from typing import Any
 import duckdb
 
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.paths import Layout
+from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.parquet import read_manifest
-from corpus_pipeline.versioning import active_version
+from corpus_pipeline.store.versions import active_version, version_info
 
 HIGHLIGHT = ("«", "»")  # around the chunk's span in ``excerpt.highlighted``
 _FLAG_KEYS = ("hard_cut", "forced_split", "merged_small", "split_reason", "degraded", "degrade_reason")
@@ -58,11 +59,12 @@ def _json(text: str | None) -> dict[str, Any]:
 
 def find_chunk(layout: Layout, chunk_id: str) -> dict[str, Any]:
     """The child_chunks row of ``chunk_id`` (with ``_file``: the Parquet file it is in)."""
-    files = sorted(layout.table_dir("child_chunks").glob("*/*/*.parquet"))
+    pattern = layout.partition_files("child_chunks", versioned=True)
+    files = sorted(glob_module.glob(pattern))
     if not files:
         raise StoreError(f"no child_chunks under {layout.warehouse}; index a knowledge base first (`corpus index`).")
     chunk_id = chunk_id.strip()
-    glob = _q(layout.table_dir("child_chunks") / "*" / "*" / "*.parquet")
+    glob = _q(pattern)
     con = duckdb.connect()
     try:
         src = f"read_parquet('{glob}', hive_partitioning=false, union_by_name=true, filename='_file')"
@@ -77,16 +79,16 @@ def find_chunk(layout: Layout, chunk_id: str) -> dict[str, Any]:
     if not rows:
         raise StoreError(
             f"chunk {chunk_id!r} was not found in {len(files)} child_chunks partition(s) under "
-            f"{layout.table_dir('child_chunks')}. Chunk ids come from `corpus search --json` (hits[].chunk_id); "
+            f"{layout.asset_dir('child_chunks')}. Chunk ids come from `corpus search --json` (hits[].chunk_id); "
             "a retired version's chunks are gone."
         )
     return rows[0]
 
 
 def _partition_of(file: str) -> tuple[str, str]:
-    p = Path(file)
-    version = p.parent.name.split("=", 1)[1]
-    kb = p.parent.parent.name.split("=", 1)[1]
+    kb, version = Layout.partition_of(file)
+    if version is None:
+        raise StoreError(f"{file} is not in a kb × strategy_version partition")
     return kb, version
 
 
@@ -105,13 +107,8 @@ def _run_of(folder: Path) -> dict[str, Any] | None:
 
 
 def _plan_for(layout: Layout, kb: str, version: str, doc: dict[str, Any] | None) -> dict[str, Any]:
-    f = layout.versions / kb / f"{version}.json"
-    info: dict[str, Any] = {}
-    if f.exists():
-        try:
-            info = json.loads(f.read_text(encoding="utf-8"))
-        except ValueError:
-            info = {}
+    f = layout.version_file(kb, version)
+    info = version_info(layout, kb, version)
     inputs = info.get("inputs") or {}
     override = (doc or {}).get("override")
     plan = inputs.get("plan") or {}
@@ -282,7 +279,7 @@ def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> d
         "chunk_id": row["chunk_id"],
         "kb": kb,
         "strategy_version": version,
-        "active": active_version(layout.versions, kb) == version,
+        "active": active_version(layout, kb) == version,
         "chunk": chunk,
         "parent": parent_out,
         "blocks": blocks,

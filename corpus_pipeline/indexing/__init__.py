@@ -1,0 +1,59 @@
+"""The stages a partition runs, each a plain function returning its rows and typed stats
+(``StageResult``); the Dagster assets are one call each.
+
+    discover   documents_of a KB folder                      -> documents
+    parse      each document -> canonical text, blocks, images -> parsed_blocks
+    describe   each image -> description / OCR / skipped       -> image_descriptions
+    chunk      parents, then children (one algorithm)          -> parent_blocks, child_chunks
+    embed      one vector per child chunk (cached)             -> chunk_embeddings
+    publish    the search table; activation and retention      -> search_index
+
+Every id is deterministic (same input and version -> same id) so re-runs are idempotent.
+"""
+
+from corpus_pipeline.indexing.chunk import build_child_chunks, build_parent_blocks, image_pieces_by_doc
+from corpus_pipeline.indexing.describe import describe_kb_images
+from corpus_pipeline.indexing.discover import discover_documents, documents_of
+from corpus_pipeline.indexing.embed import embed_chunks, vectors_of
+from corpus_pipeline.indexing.parse import blocks_by_doc, ok_texts, parse_documents
+from corpus_pipeline.indexing.publish import publish_version, write_search_index
+from corpus_pipeline.indexing.stats import (
+    ChunkStats,
+    DescribeStats,
+    DiscoverStats,
+    EmbedStats,
+    ParseStats,
+    PublishStats,
+    StageResult,
+    StageStats,
+    read_checks,
+    read_stats,
+)
+from corpus_pipeline.indexing.table import table_fingerprint
+
+__all__ = [
+    "ChunkStats",
+    "DescribeStats",
+    "DiscoverStats",
+    "EmbedStats",
+    "ParseStats",
+    "PublishStats",
+    "StageResult",
+    "StageStats",
+    "blocks_by_doc",
+    "build_child_chunks",
+    "build_parent_blocks",
+    "describe_kb_images",
+    "discover_documents",
+    "documents_of",
+    "embed_chunks",
+    "image_pieces_by_doc",
+    "ok_texts",
+    "parse_documents",
+    "publish_version",
+    "read_checks",
+    "read_stats",
+    "table_fingerprint",
+    "vectors_of",
+    "write_search_index",
+]

@@ -1,0 +1,35 @@
+"""Stage 5, embed: one vector per child chunk (the ``chunk_embeddings`` asset); text this
+model embedded before (any KB, any version, any run) comes from the vector cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from corpus_pipeline.embedding import EmbeddingCache, embed_with_cache, load_embedder
+from corpus_pipeline.indexing.stats import EmbedStats, StageResult
+from corpus_pipeline.store import schemas
+
+
+def embed_chunks(children: pa.Table, model: str, *, batch_size: int, cache: EmbeddingCache | None) -> StageResult:
+    texts = children.column("text").to_pylist()
+    vecs, embedded, reused = embed_with_cache(texts, lambda: load_embedder(model, batch_size), cache, model_name=model)
+    dim = int(vecs.shape[1])
+    flat = pa.array(vecs.reshape(-1), type=pa.float32())
+    table = pa.table(
+        {
+            "chunk_id": children.column("chunk_id"),
+            "model": pa.array([model] * len(texts), pa.string()),
+            "text_hash": children.column("text_hash"),
+            "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
+        },
+        schema=schemas.embeddings_schema(dim),
+    )
+    return StageResult(table, EmbedStats(model=model, embedded=embedded, reused=reused, dimension=dim))
+
+
+def vectors_of(embeddings: pa.Table) -> np.ndarray:
+    """The vectors of an embeddings table as a float32 matrix, in row order."""
+    col = embeddings.column("vector").combine_chunks()
+    dim = col.type.list_size
+    return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)

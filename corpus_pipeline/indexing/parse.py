@@ -1,0 +1,103 @@
+"""Stage 2, parse: each document into its canonical text, blocks and images (the
+``parsed_blocks`` asset), reusing the previous parse of unchanged documents."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from corpus_pipeline.indexing.discover import documents_of
+from corpus_pipeline.indexing.stats import ParseStats, StageResult
+from corpus_pipeline.kbconfig import KnowledgeBase
+from corpus_pipeline.models import Block, DocStatus, DocumentText, ExtractedImage, ParsedDocument
+from corpus_pipeline.parsing import PARSER_VERSION, parse_document
+from corpus_pipeline.store import schemas
+
+
+def rows_by_doc(table: pa.Table | None) -> dict[str, list[dict[str, Any]]]:
+    """A table's rows grouped by ``doc_id`` (in table order)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if table is not None:
+        for r in table.to_pylist():
+            out.setdefault(r["doc_id"], []).append(r)
+    return out
+
+
+def parse_documents(
+    kb: KnowledgeBase,
+    documents: pa.Table,
+    previous: dict[str, pa.Table] | None = None,
+    *,
+    images_dir: Path | None = None,
+) -> StageResult:
+    """Parse every document; failures are rows with ``status=FAILED`` and the error.
+
+    With ``previous`` (this partition's last output), a document whose content hash, path
+    and parser version are unchanged is not parsed again: its rows are carried over.
+    Tables: ``texts`` (one ``DocumentText`` per document), ``blocks``, ``images``.
+    """
+    prev_texts = {r["doc_id"]: r for r in previous["texts"].to_pylist()} if previous and "texts" in previous else {}
+    prev_blocks = rows_by_doc(previous.get("blocks")) if previous else {}
+    prev_images = rows_by_doc(previous.get("images")) if previous else {}
+    texts: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    stats = ParseStats()
+    for doc in documents_of(documents):
+        stats.documents += 1
+        old = prev_texts.get(doc.doc_id)
+        if (
+            old is not None
+            and old["content_hash"] == doc.content_hash
+            and old.get("parser_version") == PARSER_VERSION
+            and old["path"] == doc.path
+            and not doc.error
+        ):
+            texts.append(old)
+            blocks.extend(prev_blocks.get(doc.doc_id, []))
+            images.extend(prev_images.get(doc.doc_id, []))
+            stats.reused += 1
+            if old["status"] != DocStatus.OK.value:
+                stats.failed.append({"path": doc.path, "error": old["error"] or "unknown error"})
+            continue
+        if doc.error:
+            parsed = ParsedDocument(doc.doc_id, DocStatus.FAILED.value, error=doc.error)
+        else:
+            parsed = parse_document(doc, kb.path, images_dir=images_dir)
+        stats.parsed += 1
+        if parsed.status != DocStatus.OK.value:
+            stats.failed.append({"path": doc.path, "error": parsed.error or "unknown error"})
+        text = DocumentText(
+            doc.doc_id, doc.path, doc.format, doc.content_hash, parsed.status, parsed.error, parsed.text,
+            len(parsed.blocks), len(parsed.images), PARSER_VERSION,
+        )  # fmt: skip
+        texts.extend(schemas.to_rows([text], DocumentText))
+        blocks.extend(schemas.to_rows(parsed.blocks, Block))
+        images.extend(schemas.to_rows(parsed.images, ExtractedImage))
+    tables = {
+        "texts": pa.Table.from_pylist(texts, schema=schemas.TEXTS),
+        "blocks": pa.Table.from_pylist(blocks, schema=schemas.BLOCKS),
+        "images": pa.Table.from_pylist(images, schema=schemas.IMAGES),
+    }
+    stats.blocks = len(blocks)
+    stats.block_types = dict(sorted(Counter(b["block_type"] for b in blocks).items()))
+    stats.images = len(images)
+    return StageResult(tables, stats)
+
+
+def blocks_by_doc(blocks: pa.Table) -> dict[str, list[Block]]:
+    """The parsed blocks of every document, in reading order."""
+    out: dict[str, list[Block]] = {}
+    for b in schemas.from_table(blocks, Block):
+        out.setdefault(b.doc_id, []).append(b)
+    for bl in out.values():
+        bl.sort(key=lambda b: b.block_index)
+    return out
+
+
+def ok_texts(parsed: dict[str, pa.Table]) -> list[DocumentText]:
+    """The documents that parsed, with their canonical text."""
+    return [t for t in schemas.from_table(parsed["texts"], DocumentText) if t.status == DocStatus.OK.value]

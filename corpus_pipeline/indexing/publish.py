@@ -1,0 +1,60 @@
+"""Stage 6, publish: the search table of a version (the ``search_index`` asset), then the
+version becomes the KB's active one if it is the one kb.yaml yields now, and versions past
+the retention count are retired.
+
+``search_index`` runs only after the blocking checks upstream passed, so a version whose
+chunks or vectors are bad is never searched. Activation is one small file replaced
+atomically (``store.versions.set_active``): searches during the switch read the old
+version or the new, never half of one.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from corpus_pipeline import freshness
+from corpus_pipeline.errors import StoreError
+from corpus_pipeline.indexing.embed import vectors_of
+from corpus_pipeline.indexing.stats import PublishStats
+from corpus_pipeline.store.layout import Layout, search_table_name
+from corpus_pipeline.store.versions import (
+    active_version,
+    current_version,
+    load_version,
+    retire_version,
+    set_active,
+    versions_to_retire,
+)
+
+
+def write_search_index(layout: Layout, kb: str, version: str, children: pa.Table, embeddings: pa.Table) -> int:
+    """Replace the LanceDB table of (kb, version) with the chunks and their vectors."""
+    from corpus_pipeline.store.lance import write_search_table
+
+    ids = children.column("chunk_id").to_pylist()
+    emb_ids = embeddings.column("chunk_id").to_pylist()
+    if ids != emb_ids:
+        # Produced in the same order, but never trust that silently: align by id.
+        order = {cid: i for i, cid in enumerate(emb_ids)}
+        missing = [c for c in ids if c not in order]
+        if missing:
+            raise StoreError(f"{len(missing)} chunks of {kb}|{version} have no vector (first: {missing[0]})")
+        embeddings = embeddings.take([order[c] for c in ids])
+    return write_search_table(layout, kb, version, children, vectors_of(embeddings))
+
+
+def publish_version(layout: Layout, kb: str, version: str, children: pa.Table, embeddings: pa.Table) -> PublishStats:
+    """Write the search table, record the build, activate the version if it is the KB's
+    current one, and retire versions past ``retention.keep_versions``."""
+    rows = write_search_index(layout, kb, version, children, embeddings)
+    freshness.record_indexed(layout, kb, version)
+    stats = PublishStats(rows=rows, table=search_table_name(kb, version))
+    if current_version(layout, kb) == version:
+        set_active(layout, kb, version)
+        stats.activated = True
+        keep = load_version(layout, kb, version).config.retention.keep_versions
+        for old in versions_to_retire(layout, kb, keep):
+            retire_version(layout, kb, old)
+            stats.retired_versions.append(old)
+    stats.active_version = active_version(layout, kb)
+    return stats

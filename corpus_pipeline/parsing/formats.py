@@ -1,0 +1,126 @@
+"""The parser of each format (registered in ``registry``), and what each gives.
+
+==========  ==========================================  ==============================
+format      canonical text                              parser
+==========  ==========================================  ==============================
+markdown    the file's own decoded text                 markdown-it-py (``markdown_blocks``)
+text        the file's own decoded text                 line classifier (``text_blocks``)
+HTML        blocks' texts joined by blank lines          unstructured (``html_blocks``)
+DOCX        blocks' texts joined by blank lines          python-docx walk (``docx_blocks``)
+PDF         blocks' texts joined by blank lines          pdfminer + pypdfium2 (``pdf_blocks``)
+==========  ==========================================  ==============================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from corpus_pipeline.errors import DocumentError
+from corpus_pipeline.models import BlockType, DocFormat, DocStatus, ParsedDocument
+from corpus_pipeline.parsing.blocks import JoinedBlocks
+from corpus_pipeline.parsing.images import ImageCollector
+from corpus_pipeline.parsing.registry import Source, parser
+from corpus_pipeline.parsing.textdecode import decode_text
+
+#: A text document whose longest line is longer than this is not prose (minified data,
+#: a dump with no line breaks): refused rather than fed to parsers and chunkers.
+MAX_LINE_CHARS = 1_000_000
+
+
+def check_lines(text: str) -> None:
+    longest = max((len(m) for m in re.split(r"\r\n|\r|\n", text)), default=0) if len(text) > MAX_LINE_CHARS else 0
+    if longest > MAX_LINE_CHARS:
+        raise DocumentError(
+            f"a line of {longest:,} characters with no line break (limit {MAX_LINE_CHARS:,}); "
+            "this is not a prose document (minified or generated data?)"
+        )
+
+
+def ref_hook(images: ImageCollector) -> Callable[[str, str, int], tuple[str | None, str | None]]:
+    """Markdown / HTML image references: read from disk (never fetched), stored, identified."""
+
+    def on_image(src: str, alt: str, block_index: int) -> tuple[str | None, str | None]:
+        data, reason = images.read_reference(src)
+        if data is None:
+            return None, reason
+        image, reason = images.add(data, block_index=block_index, page_num=None, source_ref=src, name_hint=src)
+        return (image.image_id if image else None), reason
+
+    return on_image
+
+
+def bytes_hook(images: ImageCollector) -> Callable[[bytes, str, int, int | None], tuple[str | None, str | None]]:
+    """Images embedded in DOCX / PDF: stored, identified."""
+
+    def on_image(data: bytes, ref: str, block_index: int, page: int | None) -> tuple[str | None, str | None]:
+        image, reason = images.add(data, block_index=block_index, page_num=page, source_ref=ref, name_hint=ref)
+        return (image.image_id if image else None), reason
+
+    return on_image
+
+
+def _text_source(source: Source) -> str:
+    text = decode_text(source.path.read_bytes())
+    if not text.strip():
+        raise DocumentError("the file has no text (only whitespace)")
+    check_lines(text)
+    return text
+
+
+def _joined(source: Source, built: JoinedBlocks) -> ParsedDocument:
+    has_images = any(b.block_type == BlockType.IMAGE.value for b in built.blocks)
+    if not built.text.strip() and not has_images:
+        raise DocumentError("no text and no images found in the document (empty, or text only as vector outlines?)")
+    return ParsedDocument(
+        source.doc.doc_id,
+        DocStatus.OK.value,
+        text=built.text,
+        blocks=tuple(built.blocks),
+        images=source.images.finish(built.blocks),
+    )
+
+
+@parser(DocFormat.MARKDOWN)
+def parse_markdown(source: Source) -> ParsedDocument:
+    from corpus_pipeline.parsing.markdown_blocks import markdown_blocks
+
+    text = _text_source(source)
+    blocks = markdown_blocks(source.doc.doc_id, text, ref_hook(source.images))
+    return ParsedDocument(
+        source.doc.doc_id, DocStatus.OK.value, text=text, blocks=tuple(blocks), images=source.images.finish(blocks)
+    )
+
+
+@parser(DocFormat.TEXT)
+def parse_text(source: Source) -> ParsedDocument:
+    from corpus_pipeline.parsing.text_blocks import text_blocks
+
+    text = _text_source(source)
+    blocks = text_blocks(source.doc.doc_id, text)
+    return ParsedDocument(
+        source.doc.doc_id, DocStatus.OK.value, text=text, blocks=tuple(blocks), images=source.images.finish(blocks)
+    )
+
+
+@parser(DocFormat.HTML)
+def parse_html(source: Source) -> ParsedDocument:
+    from corpus_pipeline.parsing.html_blocks import html_blocks
+
+    markup = decode_text(source.path.read_bytes())
+    check_lines(markup)
+    return _joined(source, html_blocks(source.doc.doc_id, markup, ref_hook(source.images)))
+
+
+@parser(DocFormat.DOCX)
+def parse_docx(source: Source) -> ParsedDocument:
+    from corpus_pipeline.parsing.docx_blocks import docx_blocks
+
+    return _joined(source, docx_blocks(source.doc.doc_id, source.path, bytes_hook(source.images)))
+
+
+@parser(DocFormat.PDF)
+def parse_pdf(source: Source) -> ParsedDocument:
+    from corpus_pipeline.parsing.pdf_blocks import pdf_blocks
+
+    return _joined(source, pdf_blocks(source.doc.doc_id, source.path, bytes_hook(source.images)))

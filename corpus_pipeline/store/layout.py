@@ -1,0 +1,181 @@
+"""Where everything lives: the one path scheme of a ``CORPUS_HOME``.
+
+    $CORPUS_HOME/                              (default ./data)
+      kbs/<kb>/                                input: one folder per knowledge base
+      warehouse/
+        <asset>/kb=<kb>/                       a kb partition (documents, parsed_blocks, ...)
+        <asset>/kb=<kb>/strategy_version=<v>/  a kb x strategy_version partition
+        lancedb/chunks__<kb>__<v>.lance        the search table of one partition
+        versions/<kb>/<v>.json                 each registered version's configuration
+        versions/<kb>/ACTIVE, CURRENT          what search reads; what kb.yaml yields now
+        state/<kb>/parse.json, index-<v>.json  what was last parsed / built (freshness)
+        images/                                extracted images, content-addressed
+        cache/                                 embeddings, vision and LLM answers
+      dagster/                                 the Dagster instance (unless DAGSTER_HOME is set)
+
+Every part of the product (the Dagster IO manager, freshness, versions, stats, lineage,
+search) asks this class for a path; none builds one itself, so a change here cannot
+silently split readers from writers (which would switch off incremental reuse).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpus_pipeline.errors import ConfigError
+
+KB_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+#: Partition folder names, hive style, so DuckDB / Spark read them with ``hive_partitioning``.
+KB_DIM, VERSION_DIM = "kb", "strategy_version"
+
+
+def corpus_home() -> Path:
+    """``$CORPUS_HOME`` (default ``./data``), absolute."""
+    return Path(os.environ.get("CORPUS_HOME", "data")).expanduser().resolve()
+
+
+def check_kb_name(name: str) -> str:
+    """KB names become Dagster partition keys and table names: ASCII slugs only."""
+    if not KB_NAME.match(name):
+        raise ConfigError(
+            f"knowledge base name {name!r} is not allowed: use lower-case letters, digits, '-' "
+            "and '_' (at most 64, starting with a letter or digit). Rename the folder under kbs/."
+        )
+    return name
+
+
+def search_table_name(kb: str, version: str) -> str:
+    """The LanceDB table of one (kb, strategy_version)."""
+    return f"chunks__{kb}__{version}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The folders and files under one CORPUS_HOME."""
+
+    home: Path
+
+    @classmethod
+    def from_env(cls) -> Layout:
+        return cls(corpus_home())
+
+    @classmethod
+    def at(cls, home: str | os.PathLike[str] | None) -> Layout:
+        """The layout of ``home``; the environment's when it is empty or None."""
+        return cls(Path(home).expanduser().resolve()) if home else cls.from_env()
+
+    # ------------------------------------------------------------------ top level
+
+    @property
+    def kbs(self) -> Path:
+        return self.home / "kbs"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.home / "warehouse"
+
+    @property
+    def lancedb(self) -> Path:
+        return self.warehouse / "lancedb"
+
+    @property
+    def cache(self) -> Path:
+        return self.warehouse / "cache"
+
+    @property
+    def embedding_cache_file(self) -> Path:
+        return self.cache / "embeddings.sqlite"
+
+    @property
+    def images(self) -> Path:
+        return self.warehouse / "images"
+
+    @property
+    def versions(self) -> Path:
+        return self.warehouse / "versions"
+
+    @property
+    def state(self) -> Path:
+        return self.warehouse / "state"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.home / "dagster"
+
+    # ------------------------------------------------------------------ knowledge bases
+
+    def kb_dir(self, kb: str) -> Path:
+        return self.kbs / check_kb_name(kb)
+
+    def list_kbs(self) -> list[str]:
+        if not self.kbs.is_dir():
+            return []
+        return sorted(p.name for p in self.kbs.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    # ------------------------------------------------------------------ partitions
+
+    def asset_dir(self, asset: str) -> Path:
+        return self.warehouse / asset
+
+    def partition_dir(self, asset: str, kb: str, version: str | None = None) -> Path:
+        """``<asset>/kb=<kb>`` or ``<asset>/kb=<kb>/strategy_version=<version>``."""
+        d = self.asset_dir(asset) / f"{KB_DIM}={kb}"
+        return d / f"{VERSION_DIM}={version}" if version is not None else d
+
+    def partition_files(self, asset: str, *, versioned: bool, table: str = "*") -> str:
+        """A glob of every partition's Parquet file(s) of one asset (for DuckDB)."""
+        parts = [f"{KB_DIM}=*"] + ([f"{VERSION_DIM}=*"] if versioned else [])
+        return str(self.asset_dir(asset).joinpath(*parts, f"{table}.parquet"))
+
+    def versions_with_partition(self, asset: str, kb: str) -> list[str]:
+        """The strategy versions of ``kb`` that have a folder for ``asset``."""
+        base = self.asset_dir(asset) / f"{KB_DIM}={kb}"
+        if not base.is_dir():
+            return []
+        prefix = f"{VERSION_DIM}="
+        return sorted(d.name[len(prefix) :] for d in base.iterdir() if d.is_dir() and d.name.startswith(prefix))
+
+    @staticmethod
+    def partition_of(file: str | os.PathLike[str]) -> tuple[str, str | None]:
+        """``(kb, version)`` of a file inside a partition folder (version None for kb partitions)."""
+        kb: str | None = None
+        version: str | None = None
+        for part in Path(file).parts:
+            if part.startswith(f"{KB_DIM}="):
+                kb = part.split("=", 1)[1]
+            elif part.startswith(f"{VERSION_DIM}="):
+                version = part.split("=", 1)[1]
+        if kb is None:
+            raise ValueError(f"{file} is not inside a partition folder (no {KB_DIM}=... part)")
+        return kb, version
+
+    # ------------------------------------------------------------------ search tables
+
+    def search_table_dir(self, kb: str, version: str) -> Path:
+        return self.lancedb / f"{search_table_name(kb, version)}.lance"
+
+    # ------------------------------------------------------------------ versions and state
+
+    def version_dir(self, kb: str) -> Path:
+        return self.versions / kb
+
+    def version_file(self, kb: str, version: str) -> Path:
+        return self.versions / kb / f"{version}.json"
+
+    def active_file(self, kb: str) -> Path:
+        return self.versions / kb / "ACTIVE"
+
+    def current_file(self, kb: str) -> Path:
+        return self.versions / kb / "CURRENT"
+
+    def state_dir(self, kb: str) -> Path:
+        return self.state / kb
+
+    def parse_state_file(self, kb: str) -> Path:
+        return self.state_dir(kb) / "parse.json"
+
+    def index_state_file(self, kb: str, version: str) -> Path:
+        return self.state_dir(kb) / f"index-{version}.json"

@@ -1,0 +1,151 @@
+"""The strategy versions of each KB on disk: what each was configured with, which one search
+reads (ACTIVE), which one kb.yaml yields now (CURRENT), and retiring old ones.
+
+    register_version(layout, kb, current=True)   record kb.yaml's configuration under its version
+    load_version(layout, kb_name, version)       the KB exactly as that version was registered
+    active_version / set_active                  what search reads
+    current_version                              what the last `corpus index` / sensor tick saw
+    versions_to_retire / retire_version          retention
+
+A partition is always (re)built from its version's registered configuration, never from
+kb.yaml as it is at run time, so a backfill of an old version or a run started from the UI
+builds exactly what the version's name promises.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from corpus_pipeline.errors import ConfigError
+from corpus_pipeline.kbconfig import KBConfig, KnowledgeBase, kb_from_config
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.versioning import strategy_version, version_inputs
+
+#: The partitions of one version, Parquet and beyond (the LanceDB table is separate).
+VERSIONED_ASSETS = ("parent_blocks", "child_chunks", "chunk_embeddings", "retrieval_eval")
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def register_version(layout: Layout, kb: KnowledgeBase, *, current: bool = True) -> str:
+    """Record the KB's configuration under its version (once); with ``current``, mark it as
+    the version kb.yaml yields now (the one a successful build activates). Returns it."""
+    version = strategy_version(kb)
+    f = layout.version_file(kb.name, version)
+    if not f.exists():
+        payload = {
+            "kb": kb.name,
+            "strategy_version": version,
+            "registered_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "config": kb.config.model_dump(mode="json"),
+            "inputs": version_inputs(kb),
+        }
+        _write_text(f, json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True))
+    if current and current_version(layout, kb.name) != version:
+        _write_text(layout.current_file(kb.name), version + "\n")
+    return version
+
+
+def load_version(layout: Layout, kb_name: str, version: str) -> KnowledgeBase:
+    """The KB as it was configured when ``version`` was registered."""
+    f = layout.version_file(kb_name, version)
+    if not f.exists():
+        known = known_versions(layout, kb_name)
+        raise ConfigError(
+            f"strategy_version {version!r} is not a version of knowledge base {kb_name!r} "
+            f"(known: {', '.join(known) or 'none'}); run `corpus index --kb {kb_name}` to register "
+            "the current one."
+        )
+    payload = json.loads(f.read_text(encoding="utf-8"))
+    kb = kb_from_config(layout.kb_dir(kb_name), KBConfig.model_validate(payload["config"]))
+    now = strategy_version(kb)
+    if now != version:
+        raise ConfigError(
+            f"{f}: the configuration registered as {version!r} now yields {now!r}: a strategy's code "
+            "version or defaults changed since. This version cannot be rebuilt; index the KB again "
+            "to register the current one."
+        )
+    return kb
+
+
+def known_versions(layout: Layout, kb: str) -> list[str]:
+    d = layout.version_dir(kb)
+    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+
+
+def _read_pointer(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def active_version(layout: Layout, kb: str) -> str | None:
+    """The version search reads for ``kb`` (None before the first successful index)."""
+    return _read_pointer(layout.active_file(kb))
+
+
+def current_version(layout: Layout, kb: str) -> str | None:
+    """The version kb.yaml yielded when it was last registered by ``corpus index`` or the sensor."""
+    return _read_pointer(layout.current_file(kb))
+
+
+def set_active(layout: Layout, kb: str, version: str) -> None:
+    if version not in known_versions(layout, kb):
+        raise ConfigError(
+            f"{version!r} is not a registered version of {kb!r}: {', '.join(known_versions(layout, kb)) or 'none'}"
+        )
+    _write_text(layout.active_file(kb), version + "\n")
+
+
+def version_info(layout: Layout, kb: str, version: str) -> dict[str, Any]:
+    """The registration of a version (kb, strategy_version, registered_at, config, inputs); {}
+    if unknown or unreadable."""
+    try:
+        data = json.loads(layout.version_file(kb, version).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def versions_by_age(layout: Layout, kb: str) -> list[str]:
+    """Registered versions, newest first."""
+    vs = known_versions(layout, kb)
+    return sorted(vs, key=lambda v: (version_info(layout, kb, v).get("registered_at", ""), v), reverse=True)
+
+
+def versions_to_retire(layout: Layout, kb: str, keep: int) -> list[str]:
+    """Versions beyond the ``keep`` newest, never the active one."""
+    active = active_version(layout, kb)
+    kept = [v for v in versions_by_age(layout, kb) if v == active]
+    out = []
+    for v in versions_by_age(layout, kb):
+        if v == active:
+            continue
+        if len(kept) < keep:
+            kept.append(v)
+        else:
+            out.append(v)
+    return out
+
+
+def retire_version(layout: Layout, kb: str, version: str) -> None:
+    """Delete a version's Parquet partitions, LanceDB table, state and registration."""
+    from corpus_pipeline.store.lance import drop_search_table
+
+    if version == active_version(layout, kb):
+        raise ConfigError(f"{version!r} is the active version of {kb!r}; activate another one before retiring it")
+    for asset in VERSIONED_ASSETS:
+        shutil.rmtree(layout.partition_dir(asset, kb, version), ignore_errors=True)
+    drop_search_table(layout, kb, version)
+    layout.index_state_file(kb, version).unlink(missing_ok=True)
+    layout.version_file(kb, version).unlink(missing_ok=True)
