@@ -17,14 +17,13 @@ run, the run fails, and ``assets.runner.index_kb`` does not activate the version
 from __future__ import annotations
 
 import json
-import traceback
 from typing import Any
 
 import pyarrow as pa
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, MetadataValue
 
 from corpus_pipeline.kbconfig import KnowledgeBase
-from corpus_pipeline.quality.catalog import ASSETS, checks_for
+from corpus_pipeline.quality.checks import ASSETS, checks_for
 from corpus_pipeline.quality.outcome import CheckOutcome
 
 CHECK_SPECS: dict[str, list[AssetCheckSpec]] = {
@@ -55,6 +54,7 @@ def check_results(asset_name: str, outcomes: list[CheckOutcome]) -> list[AssetCh
             "failed": o.failed,
             "blocking": o.blocking,
             "engine": o.engine,
+            "partition": o.partition,
             "message": o.message,
             "threshold": MetadataValue.json(json.loads(json.dumps(o.threshold, default=str))),
         }
@@ -75,30 +75,23 @@ def check_results(asset_name: str, outcomes: list[CheckOutcome]) -> list[AssetCh
     return results
 
 
-def _crashed(asset_name: str, exc: BaseException) -> list[CheckOutcome]:
-    """A suite that raised is a failed check, never a silent pass."""
-    msg = f"the check could not run: {type(exc).__name__}: {exc}"
-    tail = traceback.format_exception_only(type(exc), exc)[-1].strip()
-    return [
-        CheckOutcome(
-            c.name, asset_name, False, "ERROR", 0, 1, f"{c.name}: {msg}", observed={"error": tail}, engine="none"
-        )
-        for c in checks_for(asset_name)
-    ]
-
-
 def quality_outcomes(asset_name: str, kb: KnowledgeBase, partition: Any, **tables: Any) -> list[CheckOutcome]:
     """Resolve the KB's thresholds and run the asset's checks over this partition's tables
     (``parents``/``texts`` for parent_blocks; ``children``/``parents``/``texts`` for
-    child_chunks; ``embeddings``/``children`` for chunk_embeddings). A check that raises is
-    a failed blocking check, never a silent pass."""
-    from corpus_pipeline.quality.bounds import resolve_thresholds
-    from corpus_pipeline.quality.suites import run_suite
+    child_chunks; ``embeddings``/``children`` for chunk_embeddings)."""
+    from corpus_pipeline.quality.bounds import Thresholds, resolve_thresholds
+    from corpus_pipeline.quality.run import crashed, run_checks
 
     try:
-        return run_suite(asset_name, resolve_thresholds(kb), **tables)
-    except Exception as exc:  # noqa: BLE001 - reported as failed blocking checks
-        return _crashed(asset_name, exc)
+        thresholds = resolve_thresholds(kb)
+    except Exception as exc:  # noqa: BLE001 - every check fails, saying why
+        return [crashed(c, exc, Thresholds(token_limit=0), _key(partition)) for c in checks_for(asset_name)]
+    return run_checks(asset_name, thresholds, _key(partition), **tables)
+
+
+def _key(partition: Any) -> str:
+    dims = getattr(partition, "keys_by_dimension", None)
+    return f"{dims['kb']}|{dims['strategy_version']}" if dims else str(partition)
 
 
 def distribution_metadata(table: pa.Table, kb: KnowledgeBase | None = None) -> dict[str, Any]:

@@ -136,3 +136,47 @@ def test_document_overrides_beat_the_kb_plan_first_match_wins(tmp_path):
 )
 def test_globs_match_like_gitignore_double_star(path, pattern, expected):
     assert match_glob(path, pattern) is expected
+
+
+def test_an_override_changes_only_the_keys_it_sets_merged_into_the_kbs(tmp_path):
+    kb = resolve_kb(
+        _kb(
+            tmp_path,
+            "chunking:\n"
+            "  child: {RECURSIVE: {max_chars: 500, overlap_chars: 100}}\n"
+            "  parent: {RECURSIVE: {max_chars: 3000}}\n"
+            "  overrides:\n"
+            "    - match: '*.md'\n"
+            "      child: {RECURSIVE: {overlap_chars: 20}}\n",
+        )
+    )
+    plan, _ = kb.plan_for("notes.md")
+    child = plan.child[0].config
+    assert (child.max_chars, child.overlap_chars, child.size_unit) == (500, 20, "chars")  # max_chars kept
+    assert plan.parent[0].config.max_chars == 3000  # the KB's parent settings apply too
+    assert kb.plan_for("notes.txt")[0].child[0].config.overlap_chars == 100
+
+
+def test_an_override_is_valid_or_not_once_merged_into_the_kbs_settings(tmp_path):
+    # {max_chars: 200} alone would clash with the default overlap of 120; merged it is fine
+    ok = resolve_kb(
+        _kb(
+            tmp_path,
+            "chunking:\n  child: {RECURSIVE: {overlap_chars: 50}}\n"
+            "  overrides: [{match: '*.md', child: {RECURSIVE: {max_chars: 200}}}]\n",
+        )
+    )
+    assert ok.plan_for("a.md")[0].child[0].config.max_chars == 200
+    with pytest.raises(ConfigError, match=r"chunking\.overrides\[0\]\.child\.RECURSIVE\.overlap_chars = 300"):
+        resolve_kb(
+            _kb(
+                tmp_path,
+                "chunking:\n  child: {RECURSIVE: {max_chars: 500}}\n"
+                "  overrides: [{match: '*.md', child: {RECURSIVE: {overlap_chars: 300}}}]\n",
+                name="kb2",
+            )
+        )
+    with pytest.raises(ConfigError, match=r"overrides\[0\]\.child\.RECURSIVE: unknown key 'overlap'"):
+        resolve_kb(
+            _kb(tmp_path, "chunking:\n  overrides: [{match: '*.md', child: {RECURSIVE: {overlap: 3}}}]\n", name="kb3")
+        )

@@ -5,7 +5,9 @@
         name = "RECURSIVE"; code = 2; ...
 
 ``get("recursive")``, ``get("2")`` and ``get(2)`` all return the class; an unknown name
-raises ``UnknownStrategyError`` listing the valid ones.
+raises ``UnknownStrategyError`` listing the valid ones. Adding a strategy is one module
+with its class (which says what it knows about itself: ``base.Strategy``) and
+``@register``; plans, versions, preview, indexing and the quality checks need nothing else.
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ def register(cls: type[Strategy]) -> type[Strategy]:
     if cls.code is not None:
         _BY_CODE[cls.code] = cls
     return cls
+
+
+def unregister(name: str) -> None:
+    """Remove a strategy (for strategies registered by tests or plugins)."""
+    cls = _BY_NAME.pop(name.upper(), None)
+    if cls is not None and cls.code is not None and _BY_CODE.get(cls.code) is cls:
+        del _BY_CODE[cls.code]
 
 
 def _load_builtin() -> None:

@@ -68,8 +68,12 @@ def _print_summaries(summaries, as_json: bool) -> None:
             f"({s.documents_chunked} documents re-chunked), {s.embedded} embedded, {s.reused} reused, "
             f"{s.seconds}s; active: {s.active_version}"
         )
+        if s.recut_chunks:
+            print(f"    {s.recut_chunks} chunk(s) were over the embedding model's window and were cut again")
         for f in s.failed_documents:
             print(f"    failed: {f['path']}: {f['error']}")
+        for c in s.checks_failed:
+            print(f"    check {c['check']} ({c['severity']}) on {c['asset']} {c['partition']}: {c['message']}")
         if s.error:
             print(f"    error: {s.error}")
 

@@ -1,20 +1,21 @@
-"""Data quality of the chunk tables: expectations per partition, thresholds, distributions.
+"""Data quality of the chunk tables: one function per check, thresholds, distributions.
 
-    catalog     the checks (name, asset, default severity, what they assert)
+    checks      every check: a function over a partition's tables returning the failing
+                rows, declared with its asset, severity, threshold and fix (``@check``)
+    partition   the partition's tables as frames, with the values rules compare
+    run         run_checks(asset, thresholds, partition, **tables) -> CheckOutcome per check
+    gx          great-expectations, the engine of the distribution (quantile) checks
     config      the ``quality:`` section of ``kb.yaml`` (pydantic, strict, bounded)
-    bounds      thresholds derived from the plan and the embedding model
-    suites      check_parent_blocks / check_child_chunks / check_chunk_embeddings:
-                tables in, one CheckOutcome per check out (GX is the engine)
+    bounds      thresholds derived from the plan (``Strategy.size_bound``) and the model
     stats       per-partition distributions (DuckDB) and a markdown histogram
-    lineage     tracing one chunk back to its document, plan and run
 
-No Dagster here: ``assets/checks.py`` turns outcomes into ``AssetCheckResult``s.
-Heavy modules (GX, DuckDB) are imported by the submodules that need them, so importing
-``kbconfig`` (which reads ``quality.config``) stays fast.
+No Dagster here: ``assets/checks.py`` turns outcomes into ``AssetCheckResult``s. pandas and
+GX are imported by the submodules that need them, so importing ``kbconfig`` (which reads
+``quality.config``) stays fast.
 """
 
-from corpus_pipeline.quality.catalog import CHECKS, CheckDef, checks_for
+from corpus_pipeline.quality.checks import CheckDef, all_checks, checks_for
 from corpus_pipeline.quality.config import QualityConfig
 from corpus_pipeline.quality.outcome import CheckOutcome, blocking_failures
 
-__all__ = ["CHECKS", "CheckDef", "CheckOutcome", "QualityConfig", "blocking_failures", "checks_for"]
+__all__ = ["CheckDef", "CheckOutcome", "QualityConfig", "all_checks", "blocking_failures", "checks_for"]

@@ -1,14 +1,15 @@
 """Thresholds of the quality checks, derived from the KB's plan and embedding model.
 
 The size bound of a pipeline is the bound of its last step that declares one (a later
-step without a bound only splits further, so the earlier bound still holds):
+step without a bound only splits further, so the earlier bound still holds). Each strategy
+declares its own (``Strategy.size_bound``):
 
     RECURSIVE       max_chars, or max_tokens when size_unit is tokens
     SLIDING_WINDOW  1.5 x chunk_size (a kept paragraph or a merged small chunk may reach it);
                     min_chunk_size as the minimum
     SEMANTIC        max_chars / max_tokens; min_chars / min_tokens as the minimum
     PROPOSITION     1.5 x max_chunk_size (its fallback is SLIDING_WINDOW); min_chunk_size
-    LLM             max(llm_max_chars, fallback_max_chars) characters
+    LLM             max(max_piece_chars, fallback_max_chars) characters
     STRUCTURE       none: sections are not size-bounded
 
 A child pipeline with no bound inherits its parent pipeline's (children lie inside
@@ -21,7 +22,6 @@ folder.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +30,9 @@ from typing import Any
 from corpus_pipeline.chunking.plan import Plan, Step
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import KnowledgeBase, match_glob
-from corpus_pipeline.quality.catalog import BY_NAME
 from corpus_pipeline.quality.config import QuantileRanges, SizeQuality
 
 QUANTILES = ("p5", "p50", "p95")
-_SW_TOLERANCE = 1.5
 
 
 @dataclass(frozen=True)
@@ -82,54 +80,25 @@ class Thresholds:
     severity: dict[str, str] = field(default_factory=dict)  # check name -> "ERROR" | "WARN"
 
     def severity_of(self, check: str) -> str:
-        return self.severity.get(check, BY_NAME[check].severity)
+        from corpus_pipeline.quality.checks import declaration
+
+        return self.severity.get(check, declaration(check).severity)
 
 
 # --------------------------------------------------------------------------- plan bounds
 
 
-def _step_bound(step: Step) -> tuple[str, int | None, int | None, str] | None:
-    """(unit, max, min, description) of one step, or None when it declares no bound."""
-    cfg, name = step.config, step.strategy
-    unit = getattr(cfg, "size_unit", "chars")
-    tok = unit == "tokens"
-    if name == "STRUCTURE":
-        return None
-    if name == "RECURSIVE":
-        return unit, cfg.max_tokens if tok else cfg.max_chars, None, f"{name} {'max_tokens' if tok else 'max_chars'}"
-    if name == "SLIDING_WINDOW":
-        return unit, math.floor(cfg.chunk_size * _SW_TOLERANCE), cfg.min_chunk_size or None, f"{name} 1.5 x chunk_size"
-    if name == "SEMANTIC":
-        mx, mn = (cfg.max_tokens, cfg.min_tokens) if tok else (cfg.max_chars, cfg.min_chars)
-        return unit, mx, mn or None, f"{name} {'max_tokens' if tok else 'max_chars'}"
-    if name == "PROPOSITION":
-        return (
-            "chars",
-            math.floor(cfg.max_chunk_size * _SW_TOLERANCE),
-            cfg.min_chunk_size or None,
-            f"{name} 1.5 x max_chunk_size",
-        )
-    if name == "LLM":
-        return "chars", max(cfg.llm_max_chars, cfg.fallback_max_chars), None, f"{name} llm_max_chars"
-    # A strategy this module does not know: the usual key names, if it has them.
-    for key in (("max_tokens",) if tok else ()) + ("max_chars", "chunk_size", "max_chunk_size"):
-        value = getattr(cfg, key, None)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return ("tokens" if key == "max_tokens" else unit), value, None, f"{name} {key}"
-    return None
-
-
 def pipeline_limits(steps: Sequence[Step], role: str) -> SizeLimits | None:
-    """The bound of a pipeline: its last step that declares one."""
+    """The bound of a pipeline: that of its last step that declares one
+    (``Strategy.size_bound``; a later step without a bound only splits further)."""
     for step in reversed(steps):
-        found = _step_bound(step)
-        if found is None:
+        bound = step.strategy_class.size_bound(step.config)
+        if bound is None:
             continue
-        unit, mx, mn, what = found
-        desc = f"{role} {what}={mx}"
-        if unit == "tokens":
-            return SizeLimits(max_tokens=mx, min_tokens=mn, source=desc)
-        return SizeLimits(max_chars=mx, min_chars=mn, source=desc)
+        desc = f"{role} {bound.what}={bound.max}"
+        if bound.unit == "tokens":
+            return SizeLimits(max_tokens=bound.max, min_tokens=bound.min, source=desc)
+        return SizeLimits(max_chars=bound.max, min_chars=bound.min, source=desc)
     return None
 
 

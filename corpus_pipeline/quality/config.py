@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from corpus_pipeline.quality.catalog import BY_NAME
+from corpus_pipeline.quality.checks import names as check_names
 
 _MAX_SIZE = 1_000_000
 
@@ -94,7 +94,7 @@ class QualityConfig(_Strict):
     @field_validator("severity")
     @classmethod
     def _known_checks(cls, v: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(v) - set(BY_NAME))
+        unknown = sorted(set(v) - set(check_names()))
         if unknown:
-            raise ValueError(f"unknown check {unknown[0]!r}; checks are: {', '.join(BY_NAME)}")
+            raise ValueError(f"unknown check {unknown[0]!r}; checks are: {', '.join(check_names())}")
         return v

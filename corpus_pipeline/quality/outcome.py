@@ -31,7 +31,8 @@ class CheckOutcome:
     threshold: dict[str, Any] = field(default_factory=dict)
     observed: dict[str, Any] = field(default_factory=dict)
     examples: list[dict[str, Any]] = field(default_factory=list)
-    engine: str = "great_expectations"  # or "pandas"
+    engine: str = "pandas"  # or "great_expectations" (the distribution checks)
+    partition: str = ""  # the partition key the check ran on ("<kb>|<strategy_version>")
 
     @property
     def blocking(self) -> bool:

@@ -65,3 +65,68 @@ def test_an_invalid_config_is_refused_before_anything_is_written(tiny_kb, corpus
     assert r.returncode == 2
     assert "chunking.child.RECURSIVE.max_chars = 50 is out of range: allowed 100..8000" in r.stderr
     assert not (corpus_home / "warehouse").exists() and not (corpus_home / "dagster").exists()
+
+
+ZH_LONG = (
+    "# 交易系统故障排查手册\n\n## 2.3 延迟问题\n\n"
+    + "系统在高峰期出现延迟升高的情况，需要运维人员按照以下步骤进行排查和处理。首先检查应用服务器的CPU和内存使用率，"
+    "确认是否存在资源瓶颈或者异常进程。其次查看数据库连接池的使用情况，如果活跃连接数长期接近上限，需要扩容或者优化慢查询。"
+    * 3
+    + "\n\n2.3.1 堆内存溢出\n\n"
+    + "出现 OutOfMemoryError 时，先用 jmap 导出堆快照，再用分析工具找到占用最多的对象，确认是缓存没有上限还是连接没有关闭。"
+    * 4
+    + "\n"
+)
+
+
+def test_a_chinese_kb_sized_in_characters_indexes_with_chunks_cut_to_fit_the_model(corpus_home):
+    """300 Chinese characters are ~300 tokens of the default model (window 254): the children
+    are cut again, the WARN check says so, the version is built, activated and searchable."""
+    kb = corpus_home / "kbs" / "zh300"
+    kb.mkdir()
+    (kb / "runbook.md").write_text(ZH_LONG, encoding="utf-8")
+    (kb / "kb.yaml").write_text(
+        "chunking:\n  plan: 'PARENT:STRUCTURE,RECURSIVE;CHILD:RECURSIVE'\n"
+        "  child: {RECURSIVE: {max_chars: 300, overlap_chars: 30}}\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ}
+    r = _run(str(BIN / "corpus"), "index", "--kb", "zh300", "--json", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [summary] = json.loads(r.stdout)
+    assert summary["status"] == "ok" and summary["active_version"] == summary["strategy_version"]
+    assert summary["recut_chunks"] >= 1
+    warned = {c["check"]: c for c in summary["checks_failed"]}
+    assert warned["child_recut"]["severity"] == "WARN" and "size_unit: tokens" in warned["child_recut"]["message"]
+    assert all(c["severity"] == "WARN" for c in summary["checks_failed"])
+    r = _run(str(BIN / "corpus"), "search", "堆内存溢出 jmap", "--kb", "zh300", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    top = json.loads(r.stdout)["results"][0]
+    assert "jmap" in top["text"] and top["section_path"].endswith("2.3.1 堆内存溢出")
+
+
+def test_semantic_by_embeddings_indexes_and_caches_its_sentence_vectors(tiny_kb, corpus_home):
+    (tiny_kb / "kb.yaml").write_text(
+        "chunking:\n  plan: 'PARENT:RECURSIVE;CHILD:SEMANTIC,RECURSIVE'\n"
+        "  parent: {RECURSIVE: {max_chars: 600, overlap_chars: 0}}\n"
+        "  child: {SEMANTIC: {similarity: embedding, min_chars: 60, max_chars: 300}}\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ}
+    r = _run(str(BIN / "corpus"), "index", "--kb", "tiny", "--json", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [summary] = json.loads(r.stdout)
+    assert summary["status"] == "ok" and summary["child_chunks"] > 0
+    r = _run(str(BIN / "corpus"), "search", "how long are monthly snapshots kept", "--kb", "tiny", "--json", env=env)
+    assert "12 months" in json.loads(r.stdout)["results"][0]["text"]
+    from corpus_pipeline.store.parquet import read_partition
+
+    rows = read_partition(
+        corpus_home / "warehouse" / "child_chunks" / "kb=tiny" / f"strategy_version={summary['strategy_version']}"
+    ).to_pylist()
+    assert any(json.loads(r["metadata"]).get("similarity") == "embedding" for r in rows)
+    # the sentences were embedded once, into the same vector cache as the chunks: a forced
+    # rebuild embeds nothing new
+    r = _run(str(BIN / "corpus"), "index", "--kb", "tiny", "--force", "--json", env=env)
+    [again] = json.loads(r.stdout)
+    assert again["status"] == "ok" and again["embedded"] == 0

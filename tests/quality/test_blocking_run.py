@@ -92,7 +92,13 @@ def test_a_plan_over_the_token_limit_is_blocked_before_embedding_and_not_activat
         bad, bad_version = _run(instance, layout)
         assert bad_version != good_version
         assert bad.status == "failed"
-        assert "child_token_limit" in (bad.error or "") or "child_chunks" in (bad.error or ""), bad.error
+        # the CLI's error names the check, the partition, the worst chunk, its figure, the limit, the fix
+        error = bad.error or ""
+        assert error.startswith(f"blocking check child_token_limit on child_chunks (longdoc|{bad_version}) failed: "), (
+            error
+        )
+        assert "Worst: runbook.md chunk " in error and ": token_count " in error and ", limit 120." in error, error
+        assert "quality.token_limit" in error, error
         checks = _checks(instance, bad.runs[-1])
         assert checks["child_chunks:child_token_limit"] == (False, "ERROR")
         # Blocked in the same run: nothing was embedded or indexed for the bad version.

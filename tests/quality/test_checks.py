@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from corpus_pipeline.quality.bounds import SizeLimits, TableThresholds, Thresholds
-from corpus_pipeline.quality.catalog import BY_NAME, CHECKS
-from corpus_pipeline.quality.suites import (
+from corpus_pipeline.quality.checks import all_checks, declaration
+from corpus_pipeline.quality.run import (
     check_child_chunks,
     check_chunk_embeddings,
     check_parent_blocks,
@@ -155,7 +155,7 @@ def _run_all(
 
 def test_a_clean_partition_passes_every_check_and_reports_every_catalog_check():
     outcomes = _run_all()
-    assert set(outcomes) == {c.name for c in CHECKS}
+    assert set(outcomes) == {c.name for c in all_checks()}
     failed = {n: o.message for n, o in outcomes.items() if not o.passed}
     assert failed == {}
     assert outcomes["child_token_limit"].checked == 4 and outcomes["child_token_limit"].threshold["max_tokens"] == 20
@@ -252,20 +252,33 @@ BREAKERS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
 
 @pytest.mark.parametrize("check,breaker", BREAKERS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(BREAKERS)])
 def test_each_check_fails_on_a_frame_built_to_break_it(check, breaker):
-    outcomes = _run_all(**breaker(), asset=BY_NAME[check].asset)
+    outcomes = _run_all(**breaker(), asset=declaration(check).asset)
     o = outcomes[check]
     assert not o.passed, o.message
     assert o.failed >= 1 and check in o.message
-    assert o.engine == "great_expectations"
+    assert o.engine == ("great_expectations" if check.endswith("_quantiles") else "pandas")
 
 
-def test_a_failure_names_the_rows_the_counts_and_what_to_change():
+def test_a_failure_names_the_partition_the_document_the_chunk_the_figure_the_limit_and_the_fix():
     children = _set(_set(_children(), 0, token_count=300), 1, token_count=40)
-    o = _by_name(check_child_chunks(children, _parents(), _texts(), THRESHOLDS))["child_token_limit"]
-    assert (o.passed, o.failed, o.checked, o.severity) == (False, 2, 4, "ERROR")
+    o = _by_name(check_child_chunks(children, _parents(), _texts(), THRESHOLDS, "ops|p2-c2-1234abcd"))[
+        "child_token_limit"
+    ]
+    assert (o.passed, o.failed, o.checked, o.severity, o.partition) == (False, 2, 4, "ERROR", "ops|p2-c2-1234abcd")
     assert [e["chunk_id"] for e in o.examples] == ["c0", "c1"]  # worst first
     assert o.examples[0]["token_count"] == 300 and o.examples[0]["doc_path"] == "d1.md"
+    assert o.message.startswith("child_token_limit on ops|p2-c2-1234abcd: 2 of 4 chunks fail (token_count <= 20: 2).")
+    assert "Worst: d1.md chunk c0 (#0): token_count 300, limit 20." in o.message
     assert "silently truncates" in o.message and "size_unit: tokens" in o.message
+
+
+def test_chunks_cut_again_to_fit_the_model_are_reported_by_a_warning():
+    meta = '{"recut_from_tokens": 331, "recut_limit": 254, "recut_part": "1/2"}'
+    children = _set(_set(_children().assign(metadata="{}"), 0, metadata=meta), 1, metadata=meta.replace("1/2", "2/2"))
+    o = _by_name(check_child_chunks(children, _parents(), _texts(), THRESHOLDS, "kb|v"))["child_recut"]
+    assert (o.passed, o.severity, o.blocks, o.failed) == (False, "WARN", False, 2)
+    assert o.observed["recut_chunks"] == 1  # one chunk, cut into two parts
+    assert "Worst: d1.md chunk c0 (#0): recut_from 331, limit 254." in o.message and "size_unit: tokens" in o.message
 
 
 def test_the_last_chunk_of_a_parent_may_be_small_and_derived_chunks_are_exempt_from_the_plan_bound():

@@ -1,11 +1,12 @@
-"""Great Expectations as the engine of the quality suites: one ephemeral context per
-process, a pandas data source, one suite validated per partition frame.
+"""great-expectations where it serves: the distribution checks (quantiles of chunk sizes).
 
-``validate(frame, expectations)`` runs a list of tagged GX expectations over a pandas
-frame (which carries a ``_row`` column, its position) and returns, per expectation,
-whether it held, how many rows broke it, what it observed and the positions of a few
-offending rows. GX is imported on first use: importing it costs ~4 s, validating one
-suite over one partition ~0.1-0.6 s (measured in ``tests/quality``).
+``quantile_finding(frame, ranges)`` validates ``ExpectColumnQuantileValuesToBeBetween`` per
+column over a partition's frame and says which quantile is out of range and by how much.
+``validate(frame, expectations)`` is the general runner: one ephemeral context per process,
+a pandas data source, one suite per frame; per expectation, whether it held, how many rows
+broke it, what it observed and a few offending rows. GX is imported on first use (only the
+Dagster assets run checks; ``corpus preview``, ``strategies`` and ``search`` never import
+it): see ``benchmarks/quality`` for what it costs at import and per run.
 """
 
 from __future__ import annotations
@@ -150,3 +151,65 @@ def validate(
             error=error,
         )
     return [by_index[i] for i in range(len(expectations))]
+
+
+# --------------------------------------------------------------------------- quantile checks
+
+QUANTILES = {"p5": 0.05, "p50": 0.5, "p95": 0.95}
+
+
+def observed_quantiles(df: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """p5/p50/p95 of char_count and token_count, as the value at ``floor(q * (n - 1))``
+    (pandas' ``interpolation="lower"``, which ``quality.stats`` reproduces in DuckDB)."""
+    out: dict[str, dict[str, int]] = {}
+    for col in ("char_count", "token_count"):
+        if col in df.columns and len(df):
+            qs = df[col].quantile(list(QUANTILES.values()), interpolation="lower").tolist()
+            out[col] = {q: int(v) for q, v in zip(QUANTILES, qs, strict=True)}
+    return out
+
+
+def quantile_finding(df: pd.DataFrame, ranges: dict[str, dict[str, tuple[float | None, float | None]]]) -> Any:
+    """The quantile check of a chunk table: GX's ``ExpectColumnQuantileValuesToBeBetween``
+    per column with configured ranges; the finding says which quantile is out and by how much."""
+    from corpus_pipeline.quality.checks import Finding
+
+    if not len(df):
+        return Finding(None, {}, {}, "no rows in this partition; nothing to measure")
+    observed = observed_quantiles(df)
+    exps = []
+    for col, rng in ranges.items():
+        qs = [q for q in QUANTILES if q in rng]
+        if not qs:
+            continue
+        gx = expectations_module().ExpectColumnQuantileValuesToBeBetween(
+            column=col,
+            quantile_ranges={"quantiles": [QUANTILES[q] for q in qs], "value_ranges": [list(rng[q]) for q in qs]},
+            allow_relative_error="lower",
+        )
+        exps.append(Expectation("quantiles", f"{col} quantiles", gx))
+    if not exps:
+        return Finding(None, {}, observed, "no quantile ranges configured or derivable")
+    results = validate(df, exps, suite_name="quantiles")
+    broken: dict[str, Any] = {}
+    out_of_range = []
+    for r in results:
+        if r.error:
+            raise RuntimeError(f"great-expectations could not compute {r.rule}: {r.error}")
+        if r.success:
+            continue
+        col = r.rule.split()[0]
+        for q, (lo, hi) in ranges[col].items():
+            v = observed.get(col, {}).get(q)
+            if v is None:
+                continue
+            if lo is not None and v < lo:
+                out_of_range.append(f"{col} {q} = {v} < {lo:g}")
+            elif hi is not None and v > hi:
+                out_of_range.append(f"{col} {q} = {v} > {hi:g}")
+        broken[r.rule] = f"observed {r.observed}"
+    for item in out_of_range:
+        broken.setdefault(item, 1)
+    return Finding(
+        None, {k: v for k, v in broken.items() if k in out_of_range} or broken, observed, ", ".join(out_of_range)
+    )
