@@ -32,6 +32,7 @@ in the seed's order of priority:
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import attrgetter, eq
@@ -195,8 +196,14 @@ def classify_line(line: str) -> LineClass:
         m = _MULTI_DIGIT.match(s)
         if m:
             content = m.group(2)
-            # "3.14 is pi" / "1.5 GHz": a number starting a sentence, not a section number.
-            if looks_like_heading(content) and not content[0].isdigit() and not content[0].islower():
+            # "3.14 is pi" / "1.5 GHz": a number starting a sentence or a quantity, not a
+            # section number.
+            if (
+                looks_like_heading(content)
+                and not content[0].isdigit()
+                and not content[0].islower()
+                and not _UNIT.match(content)
+            ):
                 return LineClass(HEADING, "multi_digit", m.group(1).count(".") + 1, s)
             return _BODY_LINE
         m = _DIGIT.match(s)
@@ -213,6 +220,51 @@ def classify_line(line: str) -> LineClass:
         if m:
             return LineClass(HEADING if looks_like_heading(m.group(2)) else LIST_ITEM, "paren_outline", 1, s)
     return _BODY_LINE
+
+
+# a quantity's unit after the number ("1.5 GHz", "2.5 GB/s", "3.3 V"), not a title
+_UNIT = re.compile(r"(?:[kKMGTP]i?)?(?:Hz|B|b|bps|Bps|V|W|A|mA|ms|s|m|km|cm|mm|kg|g|°C|%)(?:/s)?(?:\s|$)")
+_NUMBER_SPACE = re.compile(r"(\d{1,2})[ \t\u3000]+(\S.*)$")
+# forms that are headings wherever they stand alone (a Markdown list marker, "1." / "1)",
+# is not among them: that line is a list item)
+_STANDALONE_FORMS = frozenset({"chapter", "appendix", "outline", "paren_outline", "multi_digit"})
+
+
+def numbered_heading(line: str) -> LineClass | None:
+    """The line as a numbered heading, or None: what a line standing alone is when it looks
+    like a heading (short, no sentence-ending punctuation, no inner punctuation) and is
+    numbered like one: ``第一章 总则``, ``附录 A``, ``一、背景``, ``（一）范围``, ``2.3.1 堆内存溢出``,
+    ``1、概述``, ``1 适用场景`` (form ``number``). A Markdown list marker (``1. x``, ``1) x``)
+    is no heading. The parsers (text and Markdown TITLE blocks) and STRUCTURE (numbered lines
+    in documents that have explicit headings) both ask this function."""
+    lc = classify_line(line)
+    if lc.kind == HEADING:
+        if lc.form in _STANDALONE_FORMS:
+            return lc
+        if lc.form == "digit" and "、" in lc.title[:4]:
+            return lc
+        return None
+    if lc.kind == BODY:
+        s = line.strip()
+        m = _NUMBER_SPACE.match(s)
+        if m:
+            content = m.group(2)
+            if looks_like_heading(content) and not content[0].isdigit() and not content[0].islower():
+                return LineClass(HEADING, "number", 1, s)
+    return None
+
+
+def heading_level(lc: LineClass) -> int:
+    """An absolute level (2..6) for a numbered heading found by ``numbered_heading``, for the
+    parsers' section stacks (the document's title is 1): chapters and outlines 2, sections
+    and parenthesised outlines 3, ``1.2.3`` by its depth."""
+    if lc.form == "chapter":
+        return 3 if lc.depth >= 2 else 2  # 节 / 条 / 款 under 章 / 篇
+    if lc.form in ("outline", "appendix"):
+        return 2
+    if lc.form == "paren_outline":
+        return 3
+    return min(lc.depth + 1, 6) if lc.form == "multi_digit" else 2
 
 
 class Heading(NamedTuple):
@@ -263,8 +315,15 @@ def heading_tuples(
     end = len(text) if end is None else end
     # Items are HeadingTuples, with the depth inside their form as level until the end.
     titled: dict[int, HeadingTuple] = {}  # the parser's TITLE blocks
+    list_items: list[tuple[int, int]] = []  # the parser's LIST_ITEM spans: never headings
     for b in blocks:
-        if b.block_type == "TITLE" and start <= b.start_offset < end:
+        if not start <= b.start_offset < end:
+            continue
+        if b.block_type == "LIST_ITEM":
+            list_items.append((b.start_offset, b.end_offset))
+        # A TITLE the parser inferred from a numbered line is classified here like any
+        # numbered line (same rule, relative levels), so with and without blocks agree.
+        if b.block_type == "TITLE" and not (b.metadata or {}).get("inferred"):
             ls = max(start, text.rfind("\n", start, b.start_offset) + 1)
             le = _line_end(text, ls, end)
             title = " ".join(b.text.split()) or text[ls:le].strip()
@@ -304,7 +363,9 @@ def heading_tuples(
         if title:
             le = m.end()
             append((ls, le + 1 if le < end else end, len(m[1]), title, "markdown", HEADING))
-    has_markdown = bool(items)  # numbered lines are list items where Markdown headings exist
+    # Where explicit headings exist (Markdown, setext, the parser's), a numbered line is a
+    # heading only when it stands alone as one (``numbered_heading``); else a list item.
+    has_markdown = bool(items) or bool(titled)
 
     # The other candidate lines: setext underlines and the line classifier's forms.
     found: list[HeadingTuple] = []
@@ -359,12 +420,43 @@ def heading_tuples(
             lc = classify_line(line)
             if lc.kind != BODY:
                 add_found((ls, le + 1 if le < end else end, lc.depth, lc.title, lc.form, lc.kind))
+    elif numbered:
+        list_items.sort()
+        for ls, le, line in numbered:
+            if _in_spans(ls, list_items) or not _stands_alone(text, ls, le, start, end):
+                continue
+            nh = numbered_heading(line)
+            if nh is not None:
+                # (form "numbered": not forced to a list item as "digit" lines are here)
+                add_found((ls, le + 1 if le < end else end, nh.depth, nh.title, "numbered", HEADING))
     only_explicit = all(f[4] == "setext" for f in found)  # levels are the depths
     if found:
         items = sorted(items + found)
     if titled:
         items = sorted([*titled.values(), *items])
     return items if only_explicit else _resolve_levels(items)  # (the usual Markdown / DOCX / HTML case first)
+
+
+def _in_spans(pos: int, spans: list[tuple[int, int]]) -> bool:
+    i = bisect_right(spans, (pos, 1 << 62)) - 1
+    return i >= 0 and spans[i][0] <= pos < spans[i][1]
+
+
+def _stands_alone(text: str, ls: int, le: int, start: int, end: int) -> bool:
+    """Whether the line ``[ls, le)`` is a paragraph of its own: the line before it is blank,
+    the start of the span or an ATX heading; the line after it blank, the end, an ATX
+    heading or a fence (what ends a Markdown paragraph)."""
+    if ls > start:
+        ps = max(start, text.rfind("\n", start, ls - 1) + 1)
+        prev = text[ps : ls - 1].strip()
+        if prev and not prev.startswith("#"):
+            return False
+    if le < end:
+        ne = _line_end(text, le + 1, end)
+        nxt = text[le + 1 : ne].strip()
+        if nxt and not nxt.startswith(("#", "```", "~~~")):
+            return False
+    return True
 
 
 def _resolve_levels(items: list[HeadingTuple]) -> list[HeadingTuple]:
@@ -407,7 +499,7 @@ def _resolve_levels(items: list[HeadingTuple]) -> list[HeadingTuple]:
         elif form == "appendix":
             level = anchor + 1
         else:
-            family = "digit" if form in ("digit", "multi_digit") else form
+            family = "digit" if form in ("digit", "multi_digit", "numbered") else form
             if family not in rank:
                 rank[family] = len(rank) + 1
             base = anchor + rank[family] * 10  # room for depths inside a family

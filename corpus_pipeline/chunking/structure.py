@@ -75,7 +75,11 @@ class Structure(Strategy):
     name = "STRUCTURE"
     clean_output = True  # trimmed, non-empty spans at distinct places
     code = 1
-    version = "v2"  # v2: a fence at the start of a span no longer opens and closes at once
+    # v2: a fence at the start of a span no longer opens and closes at once; v3: numbered
+    # headings standing alone in documents with explicit headings (Markdown, parsed TITLE
+    # blocks), lone numbered list items never headings, a span opening with its own heading
+    # not nested under itself, "1.5 GHz" no heading
+    version = "v3"
     description = (
         "One piece per section, cut at headings (Markdown, setext, 1.2.3, 第一章, 一、, appendix; "
         "never inside code fences), with 'A > B' section paths. No heading -> RECURSIVE."

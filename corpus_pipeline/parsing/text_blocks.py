@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from corpus_pipeline.chunking.headings import heading_level, numbered_heading
 from corpus_pipeline.models import Block, BlockType
 from corpus_pipeline.parsing.blocks import SourceBlocks
 
@@ -74,19 +75,14 @@ def _lines(source: str) -> list[_Line]:
 
 def numbered_heading_level(text: str) -> int | None:
     """The level of a short line numbered like a heading (``2.1 确定范围``, ``第一章 总则``,
-    ``一、…``, ``（一）…``), else None. Also used for markdown written without ``#``."""
+    ``一、…``, ``（一）…``, ``1 适用场景``), else None: STRUCTURE's own classifier
+    (``chunking.headings.numbered_heading``), so parsed TITLE blocks and STRUCTURE agree.
+    Also used for markdown written without ``#``."""
     s = text.strip()
-    if not s or len(s) > _MAX_HEADING_CHARS or s.endswith(_SENTENCE_END):
+    if not s or len(s) > _MAX_HEADING_CHARS:
         return None
-    if m := _CN_CHAPTER.match(s):
-        return 3 if m.group(1) in "节条" else 2
-    if _CN_ORDINAL.match(s):
-        return 2
-    if _CN_PAREN.match(s):
-        return 3
-    if m := _NUMBERED_HEAD.match(s):
-        return min(m.group(1).count(".") + 2, 6)
-    return None
+    found = numbered_heading(s)
+    return heading_level(found) if found is not None else None
 
 
 def _heading_level(text: str) -> int | None:

@@ -180,3 +180,84 @@ def test_section_paths_extend_the_input_piece_path() -> None:
 )
 def test_fenced_blocks_hide_exactly_their_own_lines(doc: str, titles: list[str]) -> None:
     assert [h.title for h in find_headings(doc)] == titles
+
+
+ZH_MIXED = (
+    "# 交易系统运维手册\n\n"
+    "## 2.3 内存问题\n\n"
+    "内存问题的总体说明。\n\n"
+    "2.3.1 堆内存溢出\n\n"
+    "出现 OutOfMemoryError 时先导出堆快照。\n\n"
+    "处理步骤：\n\n"
+    "1. 导出堆快照\n"
+    "2. 分析大对象\n\n"
+    "2.3.2 元空间溢出\n\n"
+    "检查类加载器是否泄漏。\n"
+)
+EN_MIXED = (
+    "# Operations guide\n\n"
+    "## 4 Storage\n\n"
+    "Storage overview.\n\n"
+    "4.1 Disk layout\n\n"
+    "The appliance keeps snapshots on the data volume.\n\n"
+    "1. Stop the service\n\n"
+    "2.1. The next step restarts every node in the cluster.\n\n"
+    "4.2 Retention\n\n"
+    "Snapshots are kept for 30 days.\n"
+)
+
+
+@pytest.mark.parametrize("with_blocks", [False, True], ids=["text alone", "with parsed blocks"])
+def test_numbered_headings_standing_alone_in_markdown_are_headings(with_blocks: bool) -> None:
+    from corpus_pipeline.parsing.markdown_blocks import markdown_blocks
+
+    for doc, expected in (
+        (
+            ZH_MIXED,
+            [
+                "交易系统运维手册 > 2.3 内存问题",
+                "交易系统运维手册 > 2.3 内存问题 > 2.3.1 堆内存溢出",
+                "交易系统运维手册 > 2.3 内存问题 > 2.3.2 元空间溢出",
+            ],
+        ),
+        (
+            EN_MIXED,
+            [
+                "Operations guide > 4 Storage",
+                "Operations guide > 4 Storage > 4.1 Disk layout",
+                "Operations guide > 4 Storage > 4.2 Retention",
+            ],
+        ),
+    ):
+        blocks = markdown_blocks("d", doc) if with_blocks else ()
+        got = [p.section_path for p in split("STRUCTURE", doc, ctx_for(doc, blocks=blocks))]
+        assert got == expected
+        # the numbered list items (Markdown's "1." and a sentence numbered "2.1.") stay in their section
+        texts = [p.text for p in split("STRUCTURE", doc, ctx_for(doc, blocks=blocks))]
+        assert any("1. 导出堆快照" in t or "1. Stop the service" in t for t in texts)
+
+
+@pytest.mark.parametrize(
+    ("doc", "headings"),
+    [
+        # a numbered line inside a paragraph (text right after it) is no heading
+        ("# A\n\n2.3.1 堆内存溢出\n这一行紧跟在编号行后面。\n", ["A"]),
+        # a sentence is no heading: it ends with punctuation
+        ("# A\n\n2.3.1 检查堆内存是否溢出。\n\nbody\n", ["A"]),
+        # a Markdown list item, alone or not, is a list item
+        ("# Install\n\n1. Download the package\n\nThen run it.\n", ["Install"]),
+        ("# Install\n\n1) Download\n\nThen run it.\n", ["Install"]),
+        # too long to be a title
+        ("# A\n\n3.2 " + "很长的一行" * 8 + "\n\nbody\n", ["A"]),
+        # numbers that are values, not section numbers
+        ("# Specs\n\n1.5 GHz\n\n3.14 is pi\n", ["Specs"]),
+        # stands alone after a heading line, before another
+        ("# A\n2.1 范围\n## B\n", ["A", "2.1 范围", "B"]),
+    ],
+)
+def test_numbered_lines_that_do_not_stand_alone_as_headings_are_not_headings(doc: str, headings: list[str]) -> None:
+    from corpus_pipeline.parsing.markdown_blocks import markdown_blocks
+
+    assert [h.title for h in find_headings(doc)] == headings
+    # the markdown parser's TITLE blocks say the same
+    assert [h.title for h in find_headings(doc, blocks=markdown_blocks("d", doc))] == headings
