@@ -38,7 +38,10 @@ def _examples_md(examples: list[dict[str, Any]]) -> str:
     if not examples:
         return ""
     cols = list(dict.fromkeys(k for e in examples for k in e))
-    esc = lambda v: str("" if v is None else v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+
+    def esc(v: Any) -> str:
+        return str("" if v is None else v).replace("|", "\\|").replace("\n", " ")
+
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(esc(e.get(c)) for c in cols) + " |" for e in examples]
     return "\n".join(lines)

@@ -5,18 +5,32 @@ registered, then its quality checks (``assets.checks``), whose outcomes travel w
 output into the partition's manifest and into Dagster as asset check results.
 """
 
-from dagster import AssetExecutionContext, AssetIn, DataVersion, MaterializeResult, MetadataValue, Output, asset
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from dagster import (
+    AssetCheckResult,
+    AssetExecutionContext,
+    AssetIn,
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
+    Output,
+    asset,
+)
 
 from assets.checks import CHECK_SPECS, check_results, distribution_metadata, quality_outcomes
 from assets.partitions import by_kb, kb_version_partitions, split_key
 from corpus_pipeline import indexing
 from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store import versions
+from corpus_pipeline.store.layout import Layout
 from resources import CorpusResource, LLMResource
 
 
-def _metadata(result: StageResult, rows: int) -> dict:
-    meta = {"dagster/row_count": rows}
+def _metadata(result: StageResult, rows: int) -> dict[str, Any]:
+    meta: dict[str, Any] = {"dagster/row_count": rows}
     for k, v in result.stats.metadata().items():
         meta[k] = MetadataValue.json(v) if isinstance(v, (list, dict)) else v
     return meta
@@ -30,14 +44,16 @@ def _metadata(result: StageResult, rows: int) -> dict:
     check_specs=CHECK_SPECS["parent_blocks"],
     pool="llm",
 )
-def parent_blocks(context: AssetExecutionContext, corpus: CorpusResource, llm: LLMResource, parsed_blocks: dict):
+def parent_blocks(
+    context: AssetExecutionContext, corpus: CorpusResource, llm: LLMResource, parsed_blocks: dict[str, pa.Table]
+) -> Iterator[Output[StageResult] | AssetCheckResult]:
     """The parent pipeline of each document's plan: the context units search returns.
     Documents unchanged since this partition's last run keep their parents."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     previous = corpus.previous("parent_blocks", kb_name, version)
     result = indexing.build_parent_blocks(kb, version, parsed_blocks, previous, corpus.tools(kb, llm.defaults()))
-    table = result.tables
+    table = result.table
     outcomes = quality_outcomes("parent_blocks", kb, context.partition_key, parents=table, texts=parsed_blocks["texts"])
     result.checks = [o.to_dict() for o in outcomes]
     yield Output(
@@ -64,10 +80,10 @@ def child_chunks(
     context: AssetExecutionContext,
     corpus: CorpusResource,
     llm: LLMResource,
-    parent_blocks,
-    parsed_blocks: dict,
-    image_descriptions,
-):
+    parent_blocks: pa.Table,
+    parsed_blocks: dict[str, pa.Table],
+    image_descriptions: pa.Table,
+) -> Iterator[Output[StageResult] | AssetCheckResult]:
     """The child pipeline over each parent, plus image chunks, in reading order; every
     chunk fits the embedding model's window. Documents whose parents and images are
     unchanged keep their children."""
@@ -77,7 +93,7 @@ def child_chunks(
     images = indexing.image_pieces_by_doc(image_descriptions, parsed_blocks)
     tools = corpus.tools(kb, llm.defaults())
     result = indexing.build_child_chunks(kb, version, parent_blocks, parsed_blocks, images, previous, tools)
-    table = result.tables
+    table = result.table
     outcomes = quality_outcomes(
         "child_chunks", kb, context.partition_key, children=table, parents=parent_blocks, texts=parsed_blocks["texts"]
     )
@@ -96,13 +112,15 @@ def child_chunks(
     code_version="2",
     check_specs=CHECK_SPECS["chunk_embeddings"],
 )
-def chunk_embeddings(context: AssetExecutionContext, corpus: CorpusResource, child_chunks):
+def chunk_embeddings(
+    context: AssetExecutionContext, corpus: CorpusResource, child_chunks: pa.Table
+) -> Iterator[Output[StageResult] | AssetCheckResult]:
     """One vector per child chunk; text already embedded by this model is reused."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     emb = kb.config.embedding
     result = indexing.embed_chunks(child_chunks, emb.model, batch_size=emb.batch_size, cache=corpus.embedding_cache())
-    table = result.tables
+    table = result.table
     outcomes = quality_outcomes("chunk_embeddings", kb, context.partition_key, embeddings=table, children=child_chunks)
     result.checks = [o.to_dict() for o in outcomes]
     yield Output(
@@ -120,8 +138,8 @@ def chunk_embeddings(context: AssetExecutionContext, corpus: CorpusResource, chi
     ins={"child_chunks": AssetIn(), "chunk_embeddings": AssetIn()},
 )
 def search_index(
-    context: AssetExecutionContext, corpus: CorpusResource, child_chunks, chunk_embeddings
-) -> MaterializeResult:
+    context: AssetExecutionContext, corpus: CorpusResource, child_chunks: pa.Table, chunk_embeddings: pa.Table
+) -> MaterializeResult[Any]:
     """The LanceDB table of this partition: chunks, vectors and a full-text index.
 
     Runs only when the blocking checks upstream passed; then, if this is the KB's current
@@ -141,7 +159,7 @@ def search_index(
     )
 
 
-def _forget_unused_versions(context: AssetExecutionContext, layout, retired: list[str]) -> None:
+def _forget_unused_versions(context: AssetExecutionContext, layout: Layout, retired: list[str]) -> None:
     """Drop retired strategy_version partition keys that no KB uses any more."""
     in_use = {v for kb in layout.list_kbs() for v in versions.known_versions(layout, kb)}
     for v in retired:

@@ -1,5 +1,8 @@
 """Per-KB assets: the documents of a KB, their parsed blocks, their image descriptions."""
 
+from typing import Any
+
+import pyarrow as pa
 from dagster import AssetExecutionContext, DataVersion, MetadataValue, Output, asset
 
 from assets.partitions import kb_partitions
@@ -8,8 +11,8 @@ from corpus_pipeline.indexing.stats import StageResult
 from resources import CorpusResource
 
 
-def _metadata(result: StageResult, rows: int) -> dict:
-    meta = {"dagster/row_count": rows}
+def _metadata(result: StageResult, rows: int) -> dict[str, Any]:
+    meta: dict[str, Any] = {"dagster/row_count": rows}
     for k, v in result.stats.metadata().items():
         meta[k] = MetadataValue.json(v) if isinstance(v, (list, dict)) else v
     return meta
@@ -19,7 +22,7 @@ def _metadata(result: StageResult, rows: int) -> dict:
 def documents(context: AssetExecutionContext, corpus: CorpusResource) -> Output[StageResult]:
     """One row per file of the KB: doc_id, path, format, size, content hash, resolved plan."""
     result = indexing.discover_documents(corpus.kb(context.partition_key))
-    table = result.tables
+    table = result.table
     return Output(
         result,
         data_version=DataVersion(indexing.table_fingerprint(table, ["path", "content_hash", "plan", "error"])),
@@ -28,24 +31,26 @@ def documents(context: AssetExecutionContext, corpus: CorpusResource) -> Output[
 
 
 @asset(partitions_def=kb_partitions, group_name="parsing", code_version="1")
-def parsed_blocks(context: AssetExecutionContext, corpus: CorpusResource, documents) -> Output[StageResult]:
+def parsed_blocks(context: AssetExecutionContext, corpus: CorpusResource, documents: pa.Table) -> Output[StageResult]:
     """Each document parsed into ordered blocks, with its canonical text; failures recorded.
     Documents unchanged since the last run (same content hash) are not parsed again."""
     kb = context.partition_key
     result = indexing.parse_documents(
         corpus.kb(kb), documents, corpus.previous("parsed_blocks", kb), images_dir=corpus.layout.images
     )
-    texts = result.tables["texts"]
+    texts = result.named("texts")
     fingerprint = indexing.table_fingerprint(texts, ["doc_id", "content_hash", "status", "parser_version"])
     return Output(result, data_version=DataVersion(fingerprint), metadata=_metadata(result, texts.num_rows))
 
 
 @asset(partitions_def=kb_partitions, group_name="parsing", code_version="1", pool="vision")
-def image_descriptions(context: AssetExecutionContext, corpus: CorpusResource, parsed_blocks) -> Output[StageResult]:
+def image_descriptions(
+    context: AssetExecutionContext, corpus: CorpusResource, parsed_blocks: dict[str, pa.Table]
+) -> Output[StageResult]:
     """A description per image (vision model; OCR fallback marked degraded; skipped ones
     say why), cached by image hash. Vision calls share the ``vision`` concurrency pool.
     The last step of parsing: it records the KB's parse fingerprint (what is now parsed)."""
     kb = corpus.kb(context.partition_key)
     result = indexing.describe_kb_images(kb, parsed_blocks, corpus.layout.cache)
     freshness.record_parsed(corpus.layout, kb.name, freshness.parse_fingerprint(kb, parsed_blocks["texts"]))
-    return Output(result, metadata=_metadata(result, result.tables.num_rows))
+    return Output(result, metadata=_metadata(result, result.table.num_rows))

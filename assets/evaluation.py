@@ -5,6 +5,8 @@ Runs after the version's search index; scores search with the KB's ``questions.j
 questions materializes with ``questions: 0`` and nothing else.
 """
 
+from typing import Any
+
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from assets.partitions import kb_version_partitions, split_key
@@ -13,7 +15,7 @@ from resources import CorpusResource
 
 
 @asset(partitions_def=kb_version_partitions, group_name="evaluation", code_version="1", deps=["search_index"])
-def retrieval_eval(context: AssetExecutionContext, corpus: CorpusResource) -> MaterializeResult:
+def retrieval_eval(context: AssetExecutionContext, corpus: CorpusResource) -> MaterializeResult[Any]:
     """Recall / precision / IoU of search at this version on ``<kb>/questions.jsonl``."""
     kb_name, version = split_key(context.partition_key)
     report = evaluate_partition(corpus.layout, corpus.kb_at_version(kb_name, version), version)

@@ -10,9 +10,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from dagster import DagsterEventType, DagsterInstance, Definitions
+from dagster import DagsterEventType, DagsterInstance, Definitions, ExecuteInProcessResult
 
 from assets.definitions import build_definitions
 from assets.partitions import kb_version_key
@@ -63,21 +64,20 @@ def register_partitions(instance: DagsterInstance, kb: str, version: str) -> Non
         instance.add_dynamic_partitions("strategy_version", [version])
 
 
-def _progress(result, partition: str, say: Callable[[str], None]) -> None:
+def _progress(result: ExecuteInProcessResult, partition: str, say: Callable[[str], None]) -> None:
     for ev in result.all_events:
+        data: Any = ev.event_specific_data  # (its type depends on the event's)
         if ev.event_type == DagsterEventType.STEP_SUCCESS:
-            secs = ev.event_specific_data.duration_ms / 1000
+            secs = data.duration_ms / 1000
             say(f"  ✓ {ev.step_key:<20} {partition}  {secs:6.2f}s")
         elif ev.event_type == DagsterEventType.STEP_FAILURE:
-            err = ev.event_specific_data.error
+            err = data.error
             say(f"  ✗ {ev.step_key:<20} {partition}  {err.message.strip() if err else ''}")
-        elif ev.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
-            data = ev.event_specific_data
-            if not data.passed:
-                say(f"  ✗ check {data.check_name} on {data.asset_key.to_user_string()} failed ({data.severity.value})")
+        elif ev.event_type == DagsterEventType.ASSET_CHECK_EVALUATION and not data.passed:
+            say(f"  ✗ check {data.check_name} on {data.asset_key.to_user_string()} failed ({data.severity.value})")
 
 
-def _written_by(folder, run_id: str | None) -> bool:
+def _written_by(folder: Path, run_id: str | None) -> bool:
     return run_id is None or read_manifest(folder).get("run_id") == run_id
 
 
@@ -140,7 +140,7 @@ def index_kb(
     t0 = time.monotonic()
     summary = KBIndexSummary(kb.name, version)
     register_partitions(instance, kb.name, version)
-    fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb).tables)
+    fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb).table)
     summary.reason = "forced" if force else fresh.reason
     parse_ok = True
     parse_run: str | None = None
@@ -180,15 +180,16 @@ def index_kb(
     return summary
 
 
-def _first_error(result, checks_failed: list[dict[str, Any]] | None = None) -> str:
+def _first_error(result: ExecuteInProcessResult, checks_failed: list[dict[str, Any]] | None = None) -> str:
     """What stopped a run: a blocking check's own message (partition, document, chunk,
     figure, limit, fix), else the first failed step's error."""
     for c in checks_failed or []:
         if c.get("severity") == "ERROR":
             return f"blocking check {c['check']} on {c['asset']} ({c['partition']}) failed: {c['message']}"
     for ev in result.all_events:
-        if ev.event_type == DagsterEventType.STEP_FAILURE and ev.event_specific_data.error:
-            return f"{ev.step_key}: {ev.event_specific_data.error.message.strip()}"
+        data: Any = ev.event_specific_data
+        if ev.event_type == DagsterEventType.STEP_FAILURE and data.error:
+            return f"{ev.step_key}: {data.error.message.strip()}"
     return "run failed"
 
 

@@ -41,7 +41,7 @@ from resources import CorpusResource
     default_status=DefaultSensorStatus.STOPPED,
     description="Index new KBs, changed documents and changed chunking configs, and nothing else.",
 )
-def kb_change_sensor(context: SensorEvaluationContext, corpus: CorpusResource):
+def kb_change_sensor(context: SensorEvaluationContext, corpus: CorpusResource) -> SensorResult | SkipReason:
     layout = corpus.layout
     instance = context.instance
     new_kbs: list[str] = []
@@ -58,7 +58,7 @@ def kb_change_sensor(context: SensorEvaluationContext, corpus: CorpusResource):
             new_kbs.append(name)
         if not instance.has_dynamic_partition("strategy_version", version) and version not in new_versions:
             new_versions.append(version)
-        fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb).tables)
+        fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb).table)
         tags = {"corpus/trigger": "sensor", "corpus/reason": fresh.reason}
         if fresh.parse_needed:
             requests.append(
@@ -95,7 +95,7 @@ def kb_change_sensor(context: SensorEvaluationContext, corpus: CorpusResource):
     default_status=DefaultScheduleStatus.STOPPED,
     description="Nightly re-index: re-parse every KB (unchanged documents are reused).",
 )
-def nightly_reindex(context: ScheduleEvaluationContext):
+def nightly_reindex(context: ScheduleEvaluationContext) -> list[RunRequest] | SkipReason:
     kbs = context.instance.get_dynamic_partitions("kb")
     if not kbs:
         return SkipReason("no knowledge base registered yet")

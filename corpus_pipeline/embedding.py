@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -24,8 +24,14 @@ from corpus_pipeline.tokens import resolve_model_path
 
 
 class Embedder(Protocol):
-    model_name: str
-    dimension: int
+    """What embeds text: a model's name, its vector size, and ``embed`` (L2-normalised
+    float32 vectors, one row per text)."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -61,6 +67,8 @@ class SentenceTransformerEmbedder:
             if hasattr(self._model, "get_embedding_dimension")
             else self._model.get_sentence_embedding_dimension()
         )
+        if dim is None:
+            raise ModelError(f"embedding model {model!r} at {path} does not say its vector dimension")
         self.dimension = int(dim)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -135,8 +143,8 @@ def embed_with_cache(
     loaded only when some text is missing from the cache, so a re-run whose texts were all
     embedded before never pays the model's import and load.
     """
-    lazy = callable(embedder) and not hasattr(embedder, "embed")
-    name = model_name if lazy else embedder.model_name  # type: ignore[union-attr]
+    ready: Embedder | None = None if callable(embedder) and not hasattr(embedder, "embed") else cast(Embedder, embedder)
+    name = ready.model_name if ready is not None else model_name
     if name is None:
         raise ValueError("embed_with_cache: a lazy embedder needs model_name")
     hashes = [text_hash(t) for t in texts]
@@ -144,11 +152,11 @@ def embed_with_cache(
     missing = [h for h in dict.fromkeys(hashes) if h not in found]
     dim = next(iter(found.values())).shape[0] if found else 0
     if missing or not hashes:
-        model = embedder() if lazy else embedder  # type: ignore[operator]
+        model = ready if ready is not None else cast(Callable[[], Embedder], embedder)()
         dim = model.dimension
         if missing:
-            first = {h: t for t, h in zip(texts, hashes)}
-            fresh = dict(zip(missing, model.embed([first[h] for h in missing])))
+            first = {h: t for t, h in zip(texts, hashes, strict=True)}
+            fresh = dict(zip(missing, model.embed([first[h] for h in missing]), strict=True))
             if cache:
                 cache.put_many(name, fresh)
             found.update(fresh)

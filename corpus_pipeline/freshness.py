@@ -42,18 +42,24 @@ def parse_fingerprint(kb: KnowledgeBase, docs: pa.Table) -> str:
 
     h = hashlib.sha256(f"{PARSER_VERSION}|{parse_config_fingerprint(kb)}".encode())
     rows = sorted(
-        zip(docs.column("doc_id").to_pylist(), docs.column("path").to_pylist(), docs.column("content_hash").to_pylist())
+        zip(
+            docs.column("doc_id").to_pylist(),
+            docs.column("path").to_pylist(),
+            docs.column("content_hash").to_pylist(),
+            strict=True,
+        )
     )
     for row in rows:
-        h.update("\x1f".join(row).encode() + b"\x1e")
+        h.update("\x1f".join(str(v) for v in row).encode() + b"\x1e")
     return h.hexdigest()[:16]
 
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

@@ -42,7 +42,8 @@ def prepare_dagster_home(layout: Layout) -> Path:
     cfg = home / "dagster.yaml"
     wanted = _template(postgres)
     marker = "# written by corpus_pipeline\n"
-    if not cfg.exists() or cfg.read_text(encoding="utf-8").startswith(marker):
-        if not cfg.exists() or cfg.read_text(encoding="utf-8") != marker + wanted:
-            cfg.write_text(marker + wanted, encoding="utf-8")
+    current = cfg.read_text(encoding="utf-8") if cfg.exists() else None
+    # a file we wrote is kept up to date; a file the user wrote is left alone
+    if current is None or (current.startswith(marker) and current != marker + wanted):
+        cfg.write_text(marker + wanted, encoding="utf-8")
     return home

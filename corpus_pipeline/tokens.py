@@ -12,6 +12,7 @@ import functools
 import os
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Protocol
 
@@ -84,11 +85,11 @@ class HFTokenCounter:
             cuts.append(m.start())
             pos = m.start() + _SEGMENT
         cuts.append(n)
-        bounds = list(zip(cuts, cuts[1:]))
+        bounds = list(pairwise(cuts))
         encs = self._tok.encode_batch([text[a:b] for a, b in bounds], add_special_tokens=False)
         starts: list[int] = []
         extend = starts.extend
-        for (a, _), enc in zip(bounds, encs):
+        for (a, _), enc in zip(bounds, encs, strict=True):
             extend([a + s for s, _ in enc.offsets] if a else [s for s, _ in enc.offsets])
         return starts
 

@@ -15,7 +15,7 @@ from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.versions import load_version
 
 
-class CorpusResource(ConfigurableResource):  # type: ignore[misc]
+class CorpusResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagster's generic parameter is the resource's own type)
     """``home`` is CORPUS_HOME; empty means the environment variable (default ``./data``)."""
 
     home: str = ""

@@ -30,7 +30,7 @@ def partition_folder(layout: Layout, asset: str, key: str | MultiPartitionKey) -
     return layout.partition_dir(asset, key)
 
 
-class PartitionedParquetIOManager(ConfigurableIOManager):  # type: ignore[misc]
+class PartitionedParquetIOManager(ConfigurableIOManager):
     """``home`` is CORPUS_HOME; empty means the environment's."""
 
     home: str = ""

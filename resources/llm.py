@@ -13,7 +13,7 @@ from typing import Any
 from dagster import ConfigurableResource
 
 
-class LLMResource(ConfigurableResource):
+class LLMResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagster's generic parameter is the resource's own type)
     model: str | None = None
     base_url: str | None = None
     api_key: str | None = None

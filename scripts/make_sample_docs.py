@@ -1734,72 +1734,72 @@ Every login, configuration change, restore and deletion is written to the audit 
 DOCX_DOCS = {
     (ZH, "02-memory-leak.docx"): (
         ZH_MEMORY_LEAK,
-        dict(title="内存泄漏排查手册", author="基础架构组", subject="星澜交易平台运维手册", lang="zh-CN"),
+        {"title": "内存泄漏排查手册", "author": "基础架构组", "subject": "星澜交易平台运维手册", "lang": "zh-CN"},
     ),
     (ZH, "09-kafka-consumer-lag.docx"): (
         ZH_KAFKA_LAG,
-        dict(title="Kafka 消息积压处理", author="消息中间件组", subject="星澜交易平台运维手册", lang="zh-CN"),
+        {"title": "Kafka 消息积压处理", "author": "消息中间件组", "subject": "星澜交易平台运维手册", "lang": "zh-CN"},
     ),
     (EN, "03-backup-schedules.docx"): (
         EN_BACKUP_SCHEDULES,
-        dict(
-            title="Backup Schedules and Retention Policies",
-            author="Lanternfish Systems",
-            subject="Keelvault 3.4 administrator guide",
-            lang="en-US",
-        ),
+        {
+            "title": "Backup Schedules and Retention Policies",
+            "author": "Lanternfish Systems",
+            "subject": "Keelvault 3.4 administrator guide",
+            "lang": "en-US",
+        },
     ),
     (EN, "10-storage-targets.docx"): (
         EN_STORAGE_TARGETS,
-        dict(
-            title="Storage Targets and Repositories",
-            author="Lanternfish Systems",
-            subject="Keelvault 3.4 administrator guide",
-            lang="en-US",
-        ),
+        {
+            "title": "Storage Targets and Repositories",
+            "author": "Lanternfish Systems",
+            "subject": "Keelvault 3.4 administrator guide",
+            "lang": "en-US",
+        },
     ),
 }
 PDF_DOCS = {
     (ZH, "03-db-connection-pool.pdf"): (
         ZH_DB_POOL,
-        dict(
-            title="数据库连接池耗尽",
-            author="DBA 组",
-            subject="星澜交易平台运维手册",
-            lang="zh-CN",
-            footer="星澜交易平台运维手册　OPS-RB-003 数据库连接池耗尽",
-        ),
+        {
+            "title": "数据库连接池耗尽",
+            "author": "DBA 组",
+            "subject": "星澜交易平台运维手册",
+            "lang": "zh-CN",
+            "footer": "星澜交易平台运维手册　OPS-RB-003 数据库连接池耗尽",
+        },
     ),
     (ZH, "10-incident-postmortem-20240318.pdf"): (
         ZH_POSTMORTEM,
-        dict(
-            title="故障复盘报告：2024-03-18 order-gateway 下单超时",
-            author="交易系统研发部",
-            subject="星澜交易平台故障复盘",
-            lang="zh-CN",
-            footer="星澜交易平台　故障复盘 PM-2024-007",
-            cjk_font="ttf",
-        ),
+        {
+            "title": "故障复盘报告：2024-03-18 order-gateway 下单超时",
+            "author": "交易系统研发部",
+            "subject": "星澜交易平台故障复盘",
+            "lang": "zh-CN",
+            "footer": "星澜交易平台　故障复盘 PM-2024-007",
+            "cjk_font": "ttf",
+        },
     ),
     (EN, "04-restore-procedure.pdf"): (
         EN_RESTORE,
-        dict(
-            title="Restore Procedure",
-            author="Lanternfish Systems",
-            subject="Keelvault 3.4 administrator guide",
-            lang="en-US",
-            footer="Keelvault 3.4 Administrator Guide - Chapter 6: Restore Procedure",
-        ),
+        {
+            "title": "Restore Procedure",
+            "author": "Lanternfish Systems",
+            "subject": "Keelvault 3.4 administrator guide",
+            "lang": "en-US",
+            "footer": "Keelvault 3.4 Administrator Guide - Chapter 6: Restore Procedure",
+        },
     ),
     (EN, "08-security-encryption.pdf"): (
         EN_SECURITY,
-        dict(
-            title="Security and Encryption",
-            author="Lanternfish Systems",
-            subject="Keelvault 3.4 administrator guide",
-            lang="en-US",
-            footer="Keelvault 3.4 Administrator Guide - Chapter 8: Security and Encryption",
-        ),
+        {
+            "title": "Security and Encryption",
+            "author": "Lanternfish Systems",
+            "subject": "Keelvault 3.4 administrator guide",
+            "lang": "en-US",
+            "footer": "Keelvault 3.4 Administrator Guide - Chapter 8: Security and Encryption",
+        },
     ),
 }
 

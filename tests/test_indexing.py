@@ -52,7 +52,7 @@ def test_plan_auto_recommends_a_plan_per_document_and_records_why(tmp_path):
     (d / "kb.yaml").write_text("chunking: {plan: auto}\n")
     (d / "manual.md").write_text(STRUCTURED)
     (d / "note.txt").write_text(FLAT)
-    kb, version, docs, _, parents, children = _build(d)
+    _kb, version, docs, _, parents, children = _build(d)
     assert version.startswith("auto-")
     assert set(docs.column("plan").to_pylist()) == {"auto"}
     plans = {r["doc_path"]: json.loads(r["metadata"]) for r in parents.to_pylist()}
@@ -85,7 +85,7 @@ def test_unchanged_documents_are_reused_and_ids_are_deterministic(tmp_path):
     d.mkdir()
     (d / "a.md").write_text(STRUCTURED)
     (d / "b.md").write_text(STRUCTURED.replace("AES-256", "ChaCha20"))
-    kb, version, docs, parsed, parents, children = _build(d)
+    kb, version, _docs, parsed, parents, children = _build(d)
     (d / "b.md").write_text(STRUCTURED.replace("AES-256", "XChaCha20"))
     docs2 = indexing.discover_documents(kb).tables
     r = indexing.parse_documents(kb, docs2, parsed)

@@ -124,7 +124,7 @@ def test_document_overrides_beat_the_kb_plan_first_match_wins(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "path, pattern, expected",
+    ("path", "pattern", "expected"),
     [
         ("a.md", "**/*.md", True),
         ("x/y/a.md", "**/*.md", True),

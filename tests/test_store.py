@@ -37,7 +37,7 @@ def test_a_crash_between_the_renames_leaves_the_previous_output_readable(tmp_pat
 def test_a_failed_write_keeps_the_old_partition(tmp_path):
     folder = tmp_path / "t" / "kb=a"
     write_partition(folder, pa.table({"x": [1]}))
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError, match=r"num_rows|schema|write"):
         write_partition(folder, {"bad": "not a table"})  # type: ignore[dict-item]
     assert read_partition(folder).column("x").to_pylist() == [1]
     assert [p.name for p in folder.parent.iterdir()] == ["kb=a"]

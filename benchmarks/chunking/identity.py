@@ -70,7 +70,7 @@ def fingerprint(texts: list[str]) -> dict[str, dict[str, object]]:
                 )
             n += len(pieces)
             ctx2 = ChunkContext(text=t, token_counter=counter)
-            plan_steps = [Step(sn, Role.PRIMARY, st.config) for (sn, _), st in zip(steps, strategies)]
+            plan_steps = [Step(sn, Role.PRIMARY, st.config) for (sn, _), st in zip(steps, strategies, strict=True)]
             for p in run_steps(plan_steps, [Piece(t, 0, len(t))], ctx2):
                 hp.update(
                     repr(

@@ -174,7 +174,7 @@ def generate_kb(
         if _size(parts) < MIN_BYTES:  # rare: pad with short paragraphs of the same language
             while _size(parts) < MIN_BYTES:
                 for para in stream.next().paragraphs:
-                    if _size(parts + [para]) <= MAX_BYTES - 64:
+                    if _size([*parts, para]) <= MAX_BYTES - 64:
                         parts.append(para)
         folder = kb_dir / lang / f"topic-{i % 17:02d}"
         folder.mkdir(parents=True, exist_ok=True)

@@ -115,7 +115,7 @@ def _step_spans(instance, run_ids: list[str], partitions: list[str]) -> list[tup
 
     out = []
     kinds = {DagsterEventType.STEP_START, DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE}
-    for run_id, part in zip(run_ids, partitions):
+    for run_id, part in zip(run_ids, partitions, strict=True):
         starts: dict[str, float] = {}
         for rec in instance.all_logs(run_id, of_type=kinds):
             ev = rec.dagster_event
@@ -189,7 +189,7 @@ def edit_one_document(kb_dir: Path, index: int) -> Path:
         if zh
         else f"Editor's note ({index}): this section was reviewed this week; the examples match the current release."
     )
-    doc.write_text("\n\n".join(paras[:mid] + [added] + paras[mid:]), encoding="utf-8")
+    doc.write_text("\n\n".join([*paras[:mid], added, *paras[mid:]]), encoding="utf-8")
     return doc
 
 
@@ -268,15 +268,20 @@ def _fmt_row(r: Result, full: float) -> list[str]:
 
 
 def markdown_table(rows: list[list[str]], header: list[str]) -> str:
-    esc = lambda x: x.replace("|", "\\|")
+    def esc(x: str) -> str:
+        return x.replace("|", "\\|")
+
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(esc(x) for x in r) + " |" for r in rows]
     return "\n".join(out)
 
 
 def text_table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
-    line = lambda r: "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip()
+    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
+
+    def line(r: list[str]) -> str:
+        return "  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip()
+
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
@@ -303,10 +308,16 @@ def breakdown(r: Result) -> list[list[str]]:
     """Where one in-process scenario's time went: outside the Dagster runs, then each run's
     steps with the pipeline functions timed inside them, and what Dagster itself took."""
     w = r.wall
-    pct = lambda x: f"{x / w:.1%}"
+
+    def pct(x: float) -> str:
+        return f"{x / w:.1%}"
+
     rows: list[list[str]] = [["total (wall)", f"{w:.3f}", "", "100%"]]
     runs = sorted((c for c in r.calls if c[0] == "dagster execute_in_process"), key=lambda c: c[1])
-    in_run = lambda c, run: run[1] <= c[1] and c[1] + c[2] <= run[1] + run[2] + 1e-3
+
+    def in_run(c: tuple[str, float, float, int], run: tuple[str, float, float, int]) -> bool:
+        return run[1] <= c[1] and c[1] + c[2] <= run[1] + run[2] + 1e-3
+
     outside = [c for c in r.calls if c[0] != "dagster execute_in_process" and not any(in_run(c, x) for x in runs)]
     out_s = w - r.runs_wall
     rows.append(["outside Dagster runs", f"{out_s:.3f}", "", pct(out_s)])
@@ -321,7 +332,7 @@ def breakdown(r: Result) -> list[list[str]]:
         ]
     )
     parts = list(dict.fromkeys(p for p, *_ in r.spans))
-    for run, part in zip(runs, parts or [""] * len(runs)):
+    for run, part in zip(runs, parts or [""] * len(runs), strict=True):
         job = "parse_kb" if "|" not in part else "index_version"
         rows.append([f"Dagster run {job} [{part}]", f"{run[2]:.3f}", "", pct(run[2])])
         steps_total = 0.0
@@ -470,7 +481,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(k, v)
     for k in ("OPENAI_BASE_URL", "CORPUS_VISION_MODEL"):  # figures are read by OCR: no network, same work everywhere
         os.environ.pop(k, None)
-    say = lambda s: print(s, file=sys.stderr, flush=True)
+
+    def say(s: str) -> None:
+        print(s, file=sys.stderr, flush=True)
+
     try:
         from benchmarks.incremental.corpus import generate_kb
 

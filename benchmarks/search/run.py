@@ -1,6 +1,6 @@
 """Search benchmark: latency on 100k child chunks, and retrieval quality across plans.
 
-    .venv/bin/python benchmarks/search/run.py [--rows 100000] [--queries 200] [--skip-latency] [--skip-eval]
+    .venv/bin/python -m benchmarks.search [--rows 100000] [--queries 200] [--skip-latency] [--skip-eval]
 
 1. Latency. A LanceDB table of ``--rows`` child chunks (texts made of sentences of the
    bundled KBs, English and Chinese, every 3 children one parent block; random unit
@@ -35,15 +35,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
 from corpus_pipeline.chunking import registry
 from corpus_pipeline.kbconfig import KBConfig
 from corpus_pipeline.retrieval import Searcher, SearchSettings
 from corpus_pipeline.retrieval.evaluation import evaluate_version, load_questions
 from corpus_pipeline.store.lance import write_search_table
 from corpus_pipeline.store.layout import Layout
+
+REPO = Path(__file__).resolve().parents[2]
 
 KBS = REPO / "data" / "kbs"
 MODEL = "all-MiniLM-L6-v2"
@@ -166,9 +165,9 @@ def bench_latency(rows: int, n_queries: int, work: Path) -> dict:
         "write_s": round(write_s, 1),
         "open_searcher_s": round(open_s, 2),
         "total": pct(total),
-        "total_en": pct([x for x, l in zip(total, lang) if l == "en"]),
-        "total_zh": pct([x for x, l in zip(total, lang) if l == "zh"]),
-        "vector_channel": pct([x for x, l in zip(vec, lang) if l == "en"]),
+        "total_en": pct([x for x, lg in zip(total, lang, strict=True) if lg == "en"]),
+        "total_zh": pct([x for x, lg in zip(total, lang, strict=True) if lg == "zh"]),
+        "vector_channel": pct([x for x, lg in zip(vec, lang, strict=True) if lg == "en"]),
         "keyword_channel": pct(kw),
     }
 

@@ -491,7 +491,7 @@ def _resolve_levels(items: list[HeadingTuple]) -> list[HeadingTuple]:
     rank: dict[str, int] = {}
     anchor = 0
     out: list[HeadingTuple] = []
-    for (ls, body, depth, title, form, _), kind in zip(items, kinds):
+    for (ls, body, depth, title, form, _), kind in zip(items, kinds, strict=True):
         if kind != HEADING:
             continue
         if form in EXPLICIT_FORMS:

@@ -32,7 +32,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy, sub_piece
@@ -190,7 +192,11 @@ class LLMSplit(Strategy):
     )
     config_class = LLMSplitConfig
     config: LLMSplitConfig
-    parent_defaults = {"llm_max_chars": 3500, "fallback_min_chars": 480, "fallback_max_chars": 1600}  # seed 003
+    parent_defaults: ClassVar[Mapping[str, Any]] = {
+        "llm_max_chars": 3500,
+        "fallback_min_chars": 480,
+        "fallback_max_chars": 1600,
+    }  # seed 003
     size_keys = frozenset({"max_piece_chars", "max_piece_tokens"})
 
     keeps_source_text = False  # LLM answers may rewrite text; the fallback keeps it
@@ -225,7 +231,7 @@ class LLMSplit(Strategy):
             parts = [(a, b) for a, b, _ in split_spans(text, s, e, ctx.meter("chars"), cfg.llm_max_chars)]
         answers = ctx.llm.chat_many([messages_for(text[a:b]) for a, b in parts])
         out: list[Piece] = []
-        for n, ((a, b), answer) in enumerate(zip(parts, answers)):
+        for n, ((a, b), answer) in enumerate(zip(parts, answers, strict=True)):
             part = sub_piece(piece, text, a, b, overlap_chars=0)
             if isinstance(answer, Exception):
                 out.extend(self._fallback(part, ctx, str(answer), retry=True))
@@ -249,15 +255,17 @@ class LLMSplit(Strategy):
                 out.extend(self._gap(part, ctx, cursor, b))
         return out
 
-    def _pieces(self, piece: Piece, ctx: ChunkContext, m: MappedPiece, meta: dict) -> list[Piece]:
+    def _pieces(self, piece: Piece, ctx: ChunkContext, m: MappedPiece, meta: dict[str, Any]) -> list[Piece]:
         """One mapped piece, or, over ``max_piece_chars`` / ``max_piece_tokens``, its source
         span cut by RECURSIVE (a rewritten piece that long keeps its boundaries, not its text)."""
         cfg = self.config
-        tokens = ctx.token_counter is not None and cfg.max_piece_tokens > 0
+        counter = ctx.token_counter
+        tokens = counter is not None and cfg.max_piece_tokens > 0
         n_chars = len(m.text) if not m.verbatim else m.end - m.start
         n_tokens = 0
         if tokens:
-            n_tokens = ctx.meter("tokens").measure(m.start, m.end) if m.verbatim else ctx.token_counter.count(m.text)
+            assert counter is not None
+            n_tokens = ctx.meter("tokens").measure(m.start, m.end) if m.verbatim else counter.count(m.text)
         if n_chars <= cfg.max_piece_chars and n_tokens <= cfg.max_piece_tokens:
             return [
                 Piece(

@@ -242,7 +242,7 @@ class Proposition(Strategy):
         answers = ctx.llm.chat_many([messages_for(text[a:b]) for a, b in spans])
         out: list[Piece] = []
         first = 0  # index of the next proposition across the piece
-        for n, ((a, b), answer) in enumerate(zip(spans, answers)):
+        for n, ((a, b), answer) in enumerate(zip(spans, answers, strict=True)):
             part = sub_piece(piece, text, a, b, overlap_chars=0)
             if isinstance(answer, Exception):
                 out.extend(self._fallback(part, ctx, str(answer), retry=True))

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy, make_piece, sub_piece
@@ -309,11 +309,14 @@ class Recursive(Strategy):
     config_class = RecursiveConfig
     config: RecursiveConfig
     size_guard = True
-    parent_defaults = {"max_chars": 2200, "overlap_chars": 180}  # seed 003's parent pipeline
+    parent_defaults: ClassVar[Mapping[str, Any]] = {
+        "max_chars": 2200,
+        "overlap_chars": 180,
+    }  # seed 003's parent pipeline
     # Children are what gets embedded, so by default they are sized in the embedding model's
     # tokens (240 content tokens fit all-MiniLM-L6-v2's 256 positions) instead of the seed's
     # 800 characters, which are ~800 tokens of Chinese and would be truncated.
-    child_defaults = {"size_unit": "tokens", "max_tokens": 240, "overlap_tokens": 32}
+    child_defaults: ClassVar[Mapping[str, Any]] = {"size_unit": "tokens", "max_tokens": 240, "overlap_tokens": 32}
     size_keys = frozenset({"size_unit", "max_chars", "overlap_chars", "max_tokens", "overlap_tokens"})
 
     @classmethod

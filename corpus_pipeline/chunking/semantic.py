@@ -28,8 +28,9 @@ Chunks are ``SEMANTIC_SEGMENT`` with ``metadata``: ``similarity``, ``boundary_sc
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy, sub_piece
@@ -142,7 +143,7 @@ class Semantic(Strategy):
     )
     config_class = SemanticConfig
     config: SemanticConfig
-    parent_defaults = {"min_chars": 480, "max_chars": 1600}  # seed 003's parent pipeline
+    parent_defaults: ClassVar[Mapping[str, Any]] = {"min_chars": 480, "max_chars": 1600}  # seed 003's parent pipeline
     size_keys = frozenset({"size_unit", "min_chars", "max_chars", "min_tokens", "max_tokens"})
 
     @classmethod

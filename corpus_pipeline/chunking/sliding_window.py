@@ -24,7 +24,9 @@ chunk merged with a small neighbour; no chunk is ever longer than 1.5 x ``chunk_
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy
@@ -107,7 +109,7 @@ class SlidingWindow(Strategy):
     config: SlidingWindowConfig
     short_code = "w"
     size_guard = True
-    parent_defaults = {"chunk_size": 2200, "chunk_overlap": 180}
+    parent_defaults: ClassVar[Mapping[str, Any]] = {"chunk_size": 2200, "chunk_overlap": 180}
     size_keys = frozenset({"size_unit", "chunk_size", "chunk_overlap"})
 
     @classmethod
@@ -147,7 +149,7 @@ class SlidingWindow(Strategy):
             units = [(x, y, True) for x, y in fixed_windows(text, s, e, meter, step, cfg.respect_words, size)]
 
         # Pack units into chunks: (chunk_start, own_start, end, forced, merged).
-        chunks: list[list] = []
+        chunks: list[list[Any]] = []
         i, n = 0, len(units)
         while i < n:
             own, end_, forced = units[i]

@@ -23,8 +23,9 @@ when a size limit matters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.base import ChunkContext, Strategy, make_piece
@@ -86,7 +87,10 @@ class Structure(Strategy):
     )
     config_class = StructureConfig
     config: StructureConfig
-    parent_defaults = {"fallback_max_chars": 2200, "fallback_overlap_chars": 180}  # seed 003
+    parent_defaults: ClassVar[Mapping[str, Any]] = {
+        "fallback_max_chars": 2200,
+        "fallback_overlap_chars": 180,
+    }  # seed 003
     # size_bound: none; sections are as long as they are (follow with RECURSIVE to bound them)
 
     def split(self, piece: Piece, ctx: ChunkContext) -> list[Piece]:
@@ -110,7 +114,8 @@ class Structure(Strategy):
         result is clean (sections do not overlap), as the pipeline's skipped cleanup needs."""
         if type(then) is not Recursive:
             return None
-        rcfg: RecursiveConfig = then.config  # type: ignore[assignment]
+        rcfg = then.config
+        assert isinstance(rcfg, RecursiveConfig)
         text = ctx.text
         limit = rcfg.limit
         chars = rcfg.size_unit == "chars"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from corpus_pipeline.errors import ConfigError, StoreError
 from corpus_pipeline.kbconfig import resolve_kb
@@ -30,7 +31,7 @@ _COLUMNS = [
 ]
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("eval", help="evaluate retrieval on questions with reference spans (recall, precision, IoU)")
     p.add_argument("--kb", required=True, help="knowledge base name")
     p.add_argument(
@@ -63,8 +64,9 @@ def run(args: argparse.Namespace) -> int:
     questions = args.questions or kb.path / "questions.jsonl"
     if not questions.exists():
         raise ConfigError(f"no questions file {questions}; pass --questions FILE (JSONL: question, references).")
-    versions = list(args.compare) if args.compare else [args.version or active_version(layout, kb.name)]
-    if versions[0] is None:
+    chosen = list(args.compare) if args.compare else [args.version or active_version(layout, kb.name)]
+    versions = [str(v) for v in chosen if v is not None]
+    if not versions:
         raise StoreError(f"knowledge base {kb.name!r} has no active version yet; run `corpus index --kb {kb.name}`")
     settings = SearchSettings.from_mapping(kb.config.search).with_(final_top_k=args.top_k)
     texts = load_canonical_texts(layout, kb.name)
@@ -73,7 +75,11 @@ def run(args: argparse.Namespace) -> int:
         for v in versions
     ]
     if args.json:
-        out = {"kb": kb.name, "questions_file": str(questions), "versions": [r.to_dict() for r in reports]}
+        out: dict[str, Any] = {
+            "kb": kb.name,
+            "questions_file": str(questions),
+            "versions": [r.to_dict() for r in reports],
+        }
         if len(reports) == 2:
             out["delta"] = compare(reports[0], reports[1])
         print_json(out)

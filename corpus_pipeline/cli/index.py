@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import resolve_kb
@@ -12,7 +13,7 @@ from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.versions import register_version
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("index", help="index knowledge bases (all under $CORPUS_HOME/kbs by default)")
     p.add_argument("--kb", action="append", default=[], metavar="NAME", help="a KB to index (repeatable)")
     p.add_argument("--json", action="store_true", help="print a JSON list of per-KB summaries")
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(s.status == "ok" for s in summaries) else 1
 
 
-def _print_summaries(summaries, as_json: bool) -> None:
+def _print_summaries(summaries: list[Any], as_json: bool) -> None:
     from corpus_pipeline.cli import print_json
 
     if as_json:

@@ -19,7 +19,7 @@ from corpus_pipeline.errors import StoreError
 from corpus_pipeline.store.layout import Layout
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("lineage", help="trace a chunk to its document, parent block, plan and run")
     p.add_argument("chunk_id", help="the chunk's id (from `corpus search`), or a unique prefix of 8+ characters")
     p.add_argument("--context", type=int, default=200, help="characters of source shown around the chunk (default 200)")

@@ -17,7 +17,7 @@ from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.versions import active_version
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("search", help="search a knowledge base (vector + keyword, fused, elevated to parent blocks)")
     p.add_argument("query")
     p.add_argument("--kb", required=True, help="knowledge base name (folder under $CORPUS_HOME/kbs)")

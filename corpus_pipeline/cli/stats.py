@@ -24,7 +24,7 @@ from corpus_pipeline.store.layout import Layout, check_kb_name
 from corpus_pipeline.store.versions import active_version
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("stats", help="chunk-size distributions of a KB version (or two, side by side)")
     p.add_argument("--kb", required=True, help="knowledge base name (folder under $CORPUS_HOME/kbs)")
     p.add_argument(
@@ -117,10 +117,13 @@ def render(kb: str, stats: list[dict[str, Any]]) -> str:
                 )
     w0 = max(len(r[0]) for r in rows)
     widths = [max(len(h), *(len(r[1][i]) for r in rows)) for i, h in enumerate(heads)]
-    lines = [f"knowledge base {kb}", " " * w0 + "  " + "  ".join(h.ljust(w) for h, w in zip(heads, widths))]
+    lines = [
+        f"knowledge base {kb}",
+        " " * w0 + "  " + "  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)),
+    ]
     for label, vals in rows:
-        lines.append(label.ljust(w0) + "  " + "  ".join(v.ljust(w) for v, w in zip(vals, widths)))
-    for s, head in zip(stats, heads):
+        lines.append(label.ljust(w0) + "  " + "  ".join(v.ljust(w) for v, w in zip(vals, widths, strict=True)))
+    for s, head in zip(stats, heads, strict=True):
         h = (s.get("child_chunks") or {}).get("histogram")
         if not h or not h.get("bins"):
             continue

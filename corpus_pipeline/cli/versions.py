@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
+from typing import Any
 
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import resolve_kb
@@ -18,7 +19,7 @@ from corpus_pipeline.store.versions import active_version, set_active, version_i
 from corpus_pipeline.versioning import strategy_version
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("versions", help="list a KB's strategy versions: counts, age, which is active")
     p.add_argument("--kb", required=True)
     p.add_argument("--json", action="store_true")
@@ -40,7 +41,12 @@ def _age(ts: str | None) -> str:
     return f"{int(secs)}s"
 
 
-def list_versions(layout: Layout, kb: str) -> list[dict]:
+def _rows(manifest: dict[str, Any]) -> int | None:
+    rows = manifest.get("rows")
+    return int(rows["data"]) if isinstance(rows, dict) and "data" in rows else None
+
+
+def list_versions(layout: Layout, kb: str) -> list[dict[str, Any]]:
     check_kb_name(kb)
     active = active_version(layout, kb)
     try:
@@ -51,7 +57,7 @@ def list_versions(layout: Layout, kb: str) -> list[dict]:
     for v in versions_by_age(layout, kb):
         info = version_info(layout, kb, v)
         rows = {
-            asset: (read_manifest(layout.partition_dir(asset, kb, v)).get("rows") or {}).get("data")
+            asset: _rows(read_manifest(layout.partition_dir(asset, kb, v)))
             for asset in ("parent_blocks", "child_chunks")
         }
         built_at = read_manifest(layout.partition_dir("child_chunks", kb, v)).get("written_at")

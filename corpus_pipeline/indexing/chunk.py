@@ -66,10 +66,10 @@ def _finish(stats: ChunkStats, tools: ContextFactory) -> None:
 
 def _sizes(stats: ChunkStats, table: pa.Table) -> None:
     stats.rows = table.num_rows
-    chars = table.column("char_count").to_pylist()
-    tokens = table.column("token_count").to_pylist()
-    stats.max_chars = max(chars) if chars else 0
-    stats.max_tokens = max(tokens) if tokens else 0
+    chars = [int(c or 0) for c in table.column("char_count").to_pylist()]
+    tokens = [int(t or 0) for t in table.column("token_count").to_pylist()]
+    stats.max_chars = max(chars, default=0)
+    stats.max_tokens = max(tokens, default=0)
 
 
 def build_parent_blocks(

@@ -3,6 +3,8 @@ model embedded before (any KB, any version, any run) comes from the vector cache
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -12,15 +14,15 @@ from corpus_pipeline.store import schemas
 
 
 def embed_chunks(children: pa.Table, model: str, *, batch_size: int, cache: EmbeddingCache | None) -> StageResult:
-    texts = children.column("text").to_pylist()
+    texts = [str(t) for t in children.column("text").to_pylist()]
     vecs, embedded, reused = embed_with_cache(texts, lambda: load_embedder(model, batch_size), cache, model_name=model)
     dim = int(vecs.shape[1])
     flat = pa.array(vecs.reshape(-1), type=pa.float32())
     table = pa.table(
         {
-            "chunk_id": children.column("chunk_id"),
+            "chunk_id": children.column("chunk_id").combine_chunks(),
             "model": pa.array([model] * len(texts), pa.string()),
-            "text_hash": children.column("text_hash"),
+            "text_hash": children.column("text_hash").combine_chunks(),
             "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
         },
         schema=schemas.embeddings_schema(dim),
@@ -30,6 +32,6 @@ def embed_chunks(children: pa.Table, model: str, *, batch_size: int, cache: Embe
 
 def vectors_of(embeddings: pa.Table) -> np.ndarray:
     """The vectors of an embeddings table as a float32 matrix, in row order."""
-    col = embeddings.column("vector").combine_chunks()
+    col: Any = embeddings.column("vector").combine_chunks()
     dim = col.type.list_size
     return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)

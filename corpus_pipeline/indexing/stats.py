@@ -126,6 +126,18 @@ class StageResult:
     stats: StageStats
     checks: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def table(self) -> pa.Table:
+        """The stage's one table (stages that make several use ``named``)."""
+        if not isinstance(self.tables, pa.Table):
+            raise TypeError(f"the {self.stats.stage} stage made several tables: {', '.join(self.tables)}")
+        return self.tables
+
+    def named(self, name: str) -> pa.Table:
+        if isinstance(self.tables, pa.Table):
+            raise TypeError(f"the {self.stats.stage} stage made one table, not {name!r}")
+        return self.tables[name]
+
     def manifest(self) -> dict[str, Any]:
         return {"stage": self.stats.stage, "stats": self.stats.to_dict(), "checks": list(self.checks)}
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.llm.cache import ResponseCache
@@ -167,7 +167,7 @@ class LLMClient:
         with self._lock:
             self.usage.calls += 1
         try:
-            response = self._client.chat.completions.create(model=self.model, messages=messages, **params)
+            response = self._client.chat.completions.create(model=self.model, messages=cast(Any, messages), **params)
         except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
             raise ModelError(f"LLM call failed: {type(exc).__name__}: {mask_secrets(str(exc))}") from exc
         except Exception as exc:  # a body the client cannot read: untrusted input, never a crash

@@ -23,6 +23,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable
+from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -116,16 +117,16 @@ def markdown_blocks(doc_id: str, source: str, on_image: ImageHook | None = None)
     if skip:
         # Blank out the front matter, keeping the line count, so markdown-it's line numbers
         # still index the original text.
-        lines = re.split(r"(\r\n|\r|\n)", source)
-        parse_src = "".join("" if i < 2 * skip and i % 2 == 0 else part for i, part in enumerate(lines))
+        parts = re.split(r"(\r\n|\r|\n)", source)
+        parse_src = "".join("" if i < 2 * skip and i % 2 == 0 else part for i, part in enumerate(parts))
     tokens = _parser().parse(parse_src)
     lines = _Lines(source)
     out = SourceBlocks(doc_id, source)
 
-    def image(start: int, end: int, src: str, alt: str, **meta: object) -> None:
+    def image(start: int, end: int, src: str, alt: str, **meta: Any) -> None:
         index = len(out.blocks)
         image_id, error = on_image(src, alt, index) if on_image else (None, None)
-        extra = {"src": src, "alt": alt, **meta}
+        extra: dict[str, Any] = {"src": src, "alt": alt, **meta}
         if error:
             extra["image_error"] = error
         out.add(BlockType.IMAGE, start, end, image_id=image_id, allow_empty=True, **extra)
@@ -168,8 +169,8 @@ def markdown_blocks(doc_id: str, source: str, on_image: ImageHook | None = None)
             marks = list(_IMAGE_MARKUP.finditer(source, s, e))
             spans = [(m.start(), m.end()) for m in marks] if len(marks) == len(images) else [(s, e)] * len(images)
             if images and not rest and item_depth == 0:
-                for img, (a, b) in zip(images, spans):
-                    image(a, b, img.attrs.get("src", "") or "", img.content, title=img.attrs.get("title"))
+                for img, (a, b) in zip(images, spans, strict=True):
+                    image(a, b, str(img.attrs.get("src", "") or ""), img.content, title=img.attrs.get("title"))
             else:
                 level = None
                 if not item_depth and quote_depth == 0 and "\n" not in inline.content:
@@ -181,8 +182,15 @@ def markdown_blocks(doc_id: str, source: str, on_image: ImageHook | None = None)
                     out.add(BlockType.TITLE, s, e, level=level, title=_plain(inline), inferred=True)
                 else:
                     out.add(BlockType.TEXT, s, e)
-                for img, (a, b) in zip(images, spans):
-                    image(a, b, img.attrs.get("src", "") or "", img.content, inline=True, title=img.attrs.get("title"))
+                for img, (a, b) in zip(images, spans, strict=True):
+                    image(
+                        a,
+                        b,
+                        str(img.attrs.get("src", "") or ""),
+                        img.content,
+                        inline=True,
+                        title=img.attrs.get("title"),
+                    )
                 _inline_html_images(inline, source, s, e, image)
             i += 3
             continue

@@ -188,11 +188,11 @@ def _page_images(pdf: Any, index: int) -> list[tuple[float, bytes, str]]:
     try:
         for n, obj in enumerate(page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=3)):
             try:
-                left, bottom, right, top = obj.get_bounds()
+                _left, _bottom, _right, top = obj.get_bounds()
                 pil = obj.get_bitmap(render=False).to_pil()
                 buf = io.BytesIO()
                 pil.save(buf, format="PNG")
-            except Exception:  # an undecodable image must not lose the page's text
+            except Exception:  # noqa: BLE001 - an undecodable image must not lose the page's text
                 continue
             found.append((float(top), buf.getvalue(), f"page {index + 1} image {n + 1}"))
     finally:
@@ -328,7 +328,7 @@ def _emit_page(
 
     def place_images(before_top: float | None) -> None:
         while pending and (before_top is None or pending[0][0] > before_top + 1.0):
-            top, data, ref = pending.pop(0)
+            _top, data, ref = pending.pop(0)
             index = len(out.blocks)
             image_id, error = on_image(data, ref, index, page.number) if on_image else (None, None)
             meta: dict[str, Any] = {"ref": ref}

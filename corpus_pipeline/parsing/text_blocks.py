@@ -116,64 +116,74 @@ def text_blocks(doc_id: str, source: str) -> list[Block]:
         paragraphs.append(current)
 
     for p_no, para in enumerate(paragraphs):
-        i = 0
-        run_start: int | None = None  # start of a TEXT run
-        run_end = 0
-        item: tuple[int, int, int] | None = None  # (start, end, indent) of the open list item
-
-        def flush_run() -> None:
-            nonlocal run_start
-            if run_start is not None:
-                out.add(BlockType.TEXT, run_start, run_end)
-                run_start = None
-
-        def flush_item() -> None:
-            nonlocal item
-            if item is not None:
-                out.add(BlockType.LIST_ITEM, item[0], item[1])
-                item = None
-
-        while i < len(para):
-            line = para[i]
-            nxt = para[i + 1] if i + 1 < len(para) else None
-            stripped = line.text.strip()
-            # setext-style underline: the line above is a heading
-            if nxt is not None and _UNDERLINE.match(nxt.text) and len(stripped) <= 2 * _MAX_HEADING_CHARS:
-                flush_run()
-                flush_item()
-                level = 1 if nxt.text.strip()[0] == "=" else 2
-                out.add(BlockType.TITLE, line.start, line.end, level=level, title=stripped)
-                i += 2
-                continue
-            level = _heading_level(line.text)
-            alone_or_first = i == 0 and (nxt is None or not _same_marker(line.text, nxt.text))
-            if p_no == 0 and i == 0 and nxt is None and level is None:
-                if len(stripped) <= 2 * _MAX_HEADING_CHARS and not stripped.endswith(_SENTENCE_END):
-                    level = 1  # the document's title line
-            if level is not None and alone_or_first:
-                if p_no == 0:
-                    level = 1  # the heading that opens the file is the document's title
-                flush_run()
-                flush_item()
-                start, end = line.start, line.end
-                if m := _HASH_LINE.match(line.text):  # "# Title #": the block is the title, as in markdown
-                    start, end = line.start + m.start(2), line.start + m.end(2)
-                out.add(BlockType.TITLE, start, end, level=level, title=source[start:end].strip())
-                i += 1
-                continue
-            indent = len(line.text) - len(line.text.lstrip())
-            if item is not None and indent > item[2] and not _BULLET.match(line.text):
-                item = (item[0], line.end, item[2])  # continuation of the list item
-            elif _LIST.match(line.text):
-                flush_run()
-                flush_item()
-                item = (line.start, line.end, indent)
-            else:
-                flush_item()
-                if run_start is None:
-                    run_start = line.start
-                run_end = line.end
-            i += 1
-        flush_run()
-        flush_item()
+        _paragraph(out, source, para, p_no)
     return out.blocks
+
+
+def _paragraph(out: SourceBlocks, source: str, para: list[_Line], p_no: int) -> None:
+    """The blocks of one paragraph (a run of non-blank lines); ``p_no`` 0 is the file's first."""
+    i = 0
+    run_start: int | None = None  # start of a TEXT run
+    run_end = 0
+    item: tuple[int, int, int] | None = None  # (start, end, indent) of the open list item
+
+    def flush_run() -> None:
+        nonlocal run_start, run_end
+        if run_start is not None:  # (run_end is read when called: the run being closed)
+            out.add(BlockType.TEXT, run_start, run_end)
+            run_start = None
+
+    def flush_item() -> None:
+        nonlocal item
+        if item is not None:
+            out.add(BlockType.LIST_ITEM, item[0], item[1])
+            item = None
+
+    while i < len(para):
+        line = para[i]
+        nxt = para[i + 1] if i + 1 < len(para) else None
+        stripped = line.text.strip()
+        # setext-style underline: the line above is a heading
+        if nxt is not None and _UNDERLINE.match(nxt.text) and len(stripped) <= 2 * _MAX_HEADING_CHARS:
+            flush_run()
+            flush_item()
+            out.add(BlockType.TITLE, line.start, line.end, level=1 if nxt.text.strip()[0] == "=" else 2, title=stripped)
+            i += 2
+            continue
+        level: int | None = _heading_level(line.text)
+        alone_or_first = i == 0 and (nxt is None or not _same_marker(line.text, nxt.text))
+        if (
+            p_no == 0
+            and i == 0
+            and nxt is None
+            and level is None
+            and len(stripped) <= 2 * _MAX_HEADING_CHARS
+            and not stripped.endswith(_SENTENCE_END)
+        ):
+            level = 1  # the document's title line
+        if level is not None and alone_or_first:
+            if p_no == 0:
+                level = 1  # the heading that opens the file is the document's title
+            flush_run()
+            flush_item()
+            start, end = line.start, line.end
+            if m := _HASH_LINE.match(line.text):  # "# Title #": the block is the title, as in markdown
+                start, end = line.start + m.start(2), line.start + m.end(2)
+            out.add(BlockType.TITLE, start, end, level=level, title=source[start:end].strip())
+            i += 1
+            continue
+        indent = len(line.text) - len(line.text.lstrip())
+        if item is not None and indent > item[2] and not _BULLET.match(line.text):
+            item = (item[0], line.end, item[2])  # continuation of the list item
+        elif _LIST.match(line.text):
+            flush_run()
+            flush_item()
+            item = (line.start, line.end, indent)
+        else:
+            flush_item()
+            if run_start is None:
+                run_start = line.start
+            run_end = line.end
+        i += 1
+    flush_run()
+    flush_item()

@@ -142,7 +142,9 @@ def _ranges(
 
 def _table(kb: KnowledgeBase, table: str, cfg: SizeQuality, token_limit: int | None) -> TableThresholds:
     default = _apply(plan_limits(kb.plan, table), cfg)
-    overrides = tuple((ov.match, _apply(plan_limits(ov.plan, table), cfg)) for ov in kb.overrides)
+    overrides = tuple(
+        (ov.match, _apply(plan_limits(ov.plan, table), cfg)) for ov in kb.overrides if ov.match is not None
+    )
     every = [default] + [lim for _, lim in overrides]
     chars = [lim.max_chars for lim in every if lim.max_chars is not None]
     toks = [lim.max_tokens for lim in every if lim.max_tokens is not None]

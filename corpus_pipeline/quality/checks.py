@@ -54,7 +54,7 @@ class Finding:
         if broken:
             import pandas as pd
 
-            any_bad = pd.concat([m for m in rules.values()], axis=1).any(axis=1)
+            any_bad = pd.concat(list(rules.values()), axis=1).any(axis=1)
             failing = frame[any_bad.to_numpy()]
         return cls(failing, broken)
 
@@ -198,7 +198,8 @@ def _quantiles(side: str, p: Partition, th: Thresholds) -> Finding:
 
     tt = th.child if side == "child" else th.parent
     df = p.children if side == "child" else p.parents
-    return quantile_finding(df, {"char_count": tt.char_count, "token_count": tt.token_count})
+    found: Finding = quantile_finding(df, {"char_count": tt.char_count, "token_count": tt.token_count})
+    return found
 
 
 def _quantile_threshold(side: str) -> Callable[[Thresholds], dict[str, Any]]:
@@ -278,7 +279,7 @@ def parent_quantiles(p: Partition, th: Thresholds) -> Finding:
 )  # fmt: skip
 def documents_have_parents(p: Partition, th: Thresholds) -> Finding:
     docs = p.documents
-    counts = p.parents.groupby("doc_id").size() if len(p.parents) else {}
+    counts: Any = p.parents.groupby("doc_id").size() if len(p.parents) else {}
     docs = docs.assign(_count=docs["doc_id"].map(counts).fillna(0).astype(int))
     return Finding.rows({"parent blocks per document >= 1": docs["_count"] < 1}, docs)
 
@@ -464,7 +465,7 @@ def child_quantiles(p: Partition, th: Thresholds) -> Finding:
 )  # fmt: skip
 def documents_have_chunks(p: Partition, th: Thresholds) -> Finding:
     docs = p.documents
-    counts = p.children.groupby("doc_id").size() if len(p.children) else {}
+    counts: Any = p.children.groupby("doc_id").size() if len(p.children) else {}
     docs = docs.assign(_count=docs["doc_id"].map(counts).fillna(0).astype(int))
     return Finding.rows({"chunks per document >= 1": docs["_count"] < 1}, docs)
 

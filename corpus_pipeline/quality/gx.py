@@ -46,10 +46,25 @@ class ExpectationResult:
     error: str | None = None  # the exception GX raised while computing it, if any
 
 
+@functools.cache
+def _gx() -> Any:
+    """great_expectations, imported once, quietly: its own import uses the deprecated
+    ``sre_constants`` / ``sre_parse`` modules (a DeprecationWarning that is GX's to fix)."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r"module 'sre_(constants|parse)' is deprecated", category=DeprecationWarning
+        )
+        import great_expectations
+        import great_expectations.expectations  # (loaded with the same filter)
+    return great_expectations
+
+
 @functools.lru_cache(maxsize=1)
 def _batch_definition() -> Any:
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations as gx
+    gx = _gx()
     from great_expectations.data_context.types.base import (
         DataContextConfig,
         InMemoryStoreBackendDefaults,
@@ -68,10 +83,7 @@ def _batch_definition() -> Any:
 
 def expectations_module() -> Any:
     """``great_expectations.expectations`` (imported lazily: it is slow to import)."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations.expectations as gxe
-
-    return gxe
+    return _gx().expectations
 
 
 def _plain(value: Any) -> Any:
@@ -95,7 +107,7 @@ def validate(
     the given order."""
     if not expectations:
         return []
-    import great_expectations as gx
+    gx = _gx()
 
     if ROW not in frame.columns:
         frame = frame.assign(**{ROW: range(len(frame))})

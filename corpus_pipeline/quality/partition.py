@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -180,7 +180,7 @@ class Partition:
         return 0 if self._children is None else len(self._children)
 
 
-def vector_columns(vectors: pa.ChunkedArray | pa.Array) -> pd.DataFrame:
+def vector_columns(vectors: Any) -> pd.DataFrame:
     """Per row: ``_dim`` (NaN for a null vector), ``_nonfinite`` (NaN/inf values) and
     ``_norm`` (L2 norm over the finite values)."""
     arr = vectors.combine_chunks() if isinstance(vectors, pa.ChunkedArray) else vectors
@@ -195,7 +195,9 @@ def vector_columns(vectors: pa.ChunkedArray | pa.Array) -> pd.DataFrame:
     norms = np.full(n, np.nan)
     if pa.types.is_fixed_size_list(arr.type) and arr.offset == 0 and n:
         d = arr.type.list_size
-        m = np.asarray(arr.values.slice(0, n * d).to_numpy(zero_copy_only=False), dtype=np.float64).reshape(n, d)
+        m = np.asarray(cast(Any, arr).values.slice(0, n * d).to_numpy(zero_copy_only=False), dtype=np.float64).reshape(
+            n, d
+        )
         finite = np.isfinite(m)
         nonfinite = (~finite).sum(axis=1).astype(float)
         norms = np.linalg.norm(np.where(finite, m, 0.0), axis=1)

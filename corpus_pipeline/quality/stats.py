@@ -57,10 +57,18 @@ def _summary(con: duckdb.DuckDBPyConnection, rel: str, col: str) -> dict[str, An
     lo, *quant, hi, mean = row
     return {
         "min": int(lo),
-        **{q: int(v) for q, v in zip(QUANTILES, quant)},
+        **{q: int(v) for q, v in zip(QUANTILES, quant, strict=True)},
         "max": int(hi),
         "mean": round(float(mean), 1),
     }
+
+
+def _row(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[Any, ...]:
+    """The one row an aggregate query returns."""
+    row = con.execute(sql).fetchone()
+    if row is None:  # (an aggregate always returns a row)
+        raise RuntimeError(f"no row from {sql}")
+    return tuple(row)
 
 
 def table_stats(source: Source, *, token_limit: int | None = None) -> dict[str, Any]:
@@ -69,20 +77,20 @@ def table_stats(source: Source, *, token_limit: int | None = None) -> dict[str, 
     try:
         rel = _relation(con, source)
         cols = _columns(con, rel)
-        count, docs = con.execute(f"select count(*), count(distinct doc_id) from {rel}").fetchone()
+        count, docs = _row(con, f"select count(*), count(distinct doc_id) from {rel}")
         out: dict[str, Any] = {"count": int(count), "documents": int(docs)}
         if "chunk_type" in cols:
             rows = con.execute(f"select chunk_type, count(*) from {rel} group by 1 order by 2 desc, 1").fetchall()
             out["by_chunk_type"] = {str(k): int(v) for k, v in rows}
         if "derived" in cols:
-            out["derived"] = int(con.execute(f"select count(*) from {rel} where derived").fetchone()[0])
+            out["derived"] = int(_row(con, f"select count(*) from {rel} where derived")[0])
         for col in ("char_count", "token_count"):
             if col in cols:
                 out[col] = _summary(con, rel, col)
         if token_limit is not None and "token_count" in cols:
             out["token_limit"] = token_limit
             out["over_token_limit"] = int(
-                con.execute(f"select count(*) from {rel} where token_count > {int(token_limit)}").fetchone()[0]
+                _row(con, f"select count(*) from {rel} where token_count > {int(token_limit)}")[0]
             )
         return out
     finally:
@@ -91,11 +99,11 @@ def table_stats(source: Source, *, token_limit: int | None = None) -> dict[str, 
 
 def _nice_width(span: float, bins: int) -> int:
     raw = max(1.0, span / max(1, bins))
-    mag = 10 ** math.floor(math.log10(raw))
+    mag = float(10 ** math.floor(math.log10(raw)))
     for m in (1, 2, 2.5, 5, 10):
         if raw <= m * mag:
-            return max(1, int(math.ceil(m * mag)))
-    return int(math.ceil(raw))
+            return max(1, math.ceil(m * mag))
+    return math.ceil(raw)
 
 
 def histogram(
@@ -106,7 +114,7 @@ def histogram(
     con = duckdb.connect()
     try:
         rel = _relation(con, source)
-        top = con.execute(f"select max({column}) from {rel}").fetchone()[0]
+        top = _row(con, f"select max({column}) from {rel}")[0]
         if top is None:
             return {"column": column, "width": 0, "bins": []}
         width = _nice_width(max(float(top), float(limit or 0)) + 1, bins)
@@ -205,7 +213,7 @@ def partition_stats(layout: Layout, kb: str, version: str, *, bins: int = 10) ->
         con = duckdb.connect()
         try:
             rel = _relation(con, emb / "*.parquet")
-            n, dim = con.execute(f"select count(*), max(len(vector)) from {rel}").fetchone()
+            n, dim = _row(con, f"select count(*), max(len(vector)) from {rel}")
             out["chunk_embeddings"] = {"count": int(n), "dimension": int(dim) if dim is not None else None}
         finally:
             con.close()

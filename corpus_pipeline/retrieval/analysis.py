@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from typing import Any
 
 # Han (with extension A and compatibility ideographs), kana, Hangul syllables.
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
@@ -74,7 +75,7 @@ def keyword_text(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _tokenizer(model: str):
+def _tokenizer(model: str) -> tuple[Any, int | None] | None:
     from corpus_pipeline.tokens import resolve_model_path
 
     path = resolve_model_path(model)
@@ -98,5 +99,5 @@ def unknown_token_share(model: str, text: str) -> float:
     if found is None or found[1] is None:
         return 0.0
     tok, unk = found
-    ids = [i for i in tok.encode(text, add_special_tokens=False).ids]
+    ids = list(tok.encode(text, add_special_tokens=False).ids)
     return sum(1 for i in ids if i == unk) / len(ids) if ids else 0.0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -195,12 +195,13 @@ class Searcher:
             )
             return []
         vec = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
-        return (
+        return cast(
+            list[dict[str, Any]],
             self.table.search(vec.tolist(), vector_column_name="vector")
             .distance_type("cosine")
             .select([*_CHILD_COLUMNS, "_distance"])
             .limit(k)
-            .to_list()
+            .to_list(),
         )
 
     def _keyword(self, query: str, k: int, warnings: list[str]) -> list[dict[str, Any]]:
@@ -208,11 +209,12 @@ class Searcher:
         if k <= 0 or not self.rows or not terms:
             return []
         try:
-            return (
+            return cast(
+                list[dict[str, Any]],
                 self.table.search(terms, query_type="fts", fts_columns=KEYWORD_COLUMN if self.analysed else "text")
                 .select([*_CHILD_COLUMNS, "_score"])
                 .limit(k)
-                .to_list()
+                .to_list(),
             )
         except Exception as exc:  # noqa: BLE001 - lance raises bare errors: no FTS index, a rejected query
             warnings.append(f"keyword channel failed: {exc}")

@@ -11,6 +11,7 @@ full-text index on ``text``; search handles both.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -55,7 +56,7 @@ def write_search_table(layout: Layout, kb: str, version: str, chunks: pa.Table, 
     if dim == 0:
         dim = 1 if len(chunks) == 0 else int(vectors.shape[1])
     schema = search_schema(dim)
-    cols = {}
+    cols: dict[str, Any] = {}
     for f in schema:
         if f.name == "vector":
             flat = pa.array(np.asarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
@@ -108,7 +109,5 @@ def drop_search_table(layout: Layout, kb: str, version: str) -> None:
     if not layout.lancedb.is_dir():
         return
     db = connect(layout)
-    try:
+    with contextlib.suppress(ValueError, FileNotFoundError):
         db.drop_table(search_table_name(kb, version))
-    except (ValueError, FileNotFoundError):
-        pass

@@ -41,7 +41,7 @@ def _arrow_type(hint: Any, where: str) -> tuple[pa.DataType, str]:
             raise TypeError(f"{where}: only `X | None` unions map to a column, got {hint!r}")
         return _arrow_type(args[0], where)
     if origin is typing.Annotated:
-        base, *marks = typing.get_args(hint)
+        base, *marks = list(typing.get_args(hint))
         for mark in marks:
             if mark == "json":
                 return pa.string(), "json"
@@ -49,8 +49,8 @@ def _arrow_type(hint: Any, where: str) -> tuple[pa.DataType, str]:
                 return _MARKS[mark], "plain"
         return _arrow_type(base, where)
     if origin is tuple:
-        args = typing.get_args(hint)
-        if len(args) == 2 and args[1] is Ellipsis and args[0] is str:
+        items = typing.get_args(hint)
+        if len(items) == 2 and items[1] is Ellipsis and items[0] is str:
             return pa.list_(pa.string()), "tuple"
     if hint in _PLAIN:
         return _PLAIN[hint], "plain"
@@ -98,7 +98,7 @@ def to_table(records: Iterable[Any], cls: type) -> pa.Table:
 def from_rows(rows: Iterable[Mapping[str, Any]], cls: type[R]) -> list[R]:
     """Row dicts (from a table of ``schema_of(cls)``, or older tables with fewer columns
     when the record has defaults for them) back into records."""
-    cols = _columns(cls)
+    cols = _columns(cls)  # type: ignore[arg-type]  # (a record class is hashable; TypeVar hides it)
     names = [name for name, _, _ in cols]
     json_cols = [name for name, _, kind in cols if kind == "json"]
     tuple_cols = [name for name, _, kind in cols if kind == "tuple"]
@@ -158,6 +158,6 @@ def embeddings_schema(dim: int) -> pa.Schema:
 def search_schema(dim: int, columns: Sequence[str] = SEARCH_COLUMNS) -> pa.Schema:
     """The LanceDB table of one (kb, strategy_version): child chunks with their vectors
     (large strings as strings: LanceDB's full-text index reads those)."""
-    fields = [CHILD_CHUNKS.field(n) for n in columns]
+    fields: list[pa.Field[Any]] = [CHILD_CHUNKS.field(n) for n in columns]
     fields = [pa.field(f.name, pa.string()) if f.type == pa.large_string() else f for f in fields]
-    return pa.schema([*fields, ("vector", pa.list_(pa.float32(), dim))])
+    return pa.schema([*fields, pa.field("vector", pa.list_(pa.float32(), dim))])

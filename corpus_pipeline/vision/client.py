@@ -115,7 +115,10 @@ class OpenAIVisionClient:
             },
             {"type": "image_url", "image_url": {"url": url}},
         ]
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": user},
+        ]
         try:
             result = self._llm.chat(messages, json_object=True, temperature=0, cache=False)
         except ModelError as exc:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.models import ExtractedImage, ImageDescription, ImageStatus
@@ -113,16 +114,19 @@ class _Describer:
             text = self.ocr(data, langs)
         except ModelError as exc:
             return "", str(exc)
-        except Exception as exc:  # an image tesseract cannot read must not stop the KB
+        except Exception as exc:  # noqa: BLE001 - an image tesseract cannot read must not stop the KB
             return "", f"OCR failed: {type(exc).__name__}: {exc}"
         self.cache.put(key, {"text": text})
         return text, None
 
     # ----------------------------------------------------------------- one image
     def describe(self, image: ExtractedImage) -> ImageDescription:
-        base = dict(
-            image_id=image.image_id, doc_id=image.doc_id, block_index=image.block_index, page_num=image.page_num
-        )
+        base: dict[str, Any] = {
+            "image_id": image.image_id,
+            "doc_id": image.doc_id,
+            "block_index": image.block_index,
+            "page_num": image.page_num,
+        }
 
         def skipped(reason: str, error: str | None = None) -> ImageDescription:
             return ImageDescription(

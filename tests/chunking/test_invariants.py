@@ -72,8 +72,21 @@ def test_strategy_keeps_token_bounds(name: str, doc: str) -> None:
 
 
 _alphabet = st.sampled_from(
-    list("abc xyz.,;!?\n")
-    + ["\n\n", "。", "，", "中文", "# ", "## T\n", "1. ", "```\n", "3.14", " e.g. ", "“好。”", "\t"]
+    [
+        *list("abc xyz.,;!?\n"),
+        "\n\n",
+        "。",
+        "，",
+        "中文",
+        "# ",
+        "## T\n",
+        "1. ",
+        "```\n",
+        "3.14",
+        " e.g. ",
+        "“好。”",
+        "\t",
+    ]
 )
 documents = st.lists(_alphabet, max_size=300).map("".join)
 

@@ -4,8 +4,9 @@ Dagster runs, without a change anywhere else."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import pytest
 from dagster import instance_for_test
@@ -44,7 +45,7 @@ class Lines(Strategy):
     config_class = LinesConfig
     config: LinesConfig
     size_guard = True
-    child_defaults = {"lines": 3}
+    child_defaults: ClassVar[Mapping[str, Any]] = {"lines": 3}
     size_keys = frozenset({"lines", "max_chars"})
 
     @classmethod

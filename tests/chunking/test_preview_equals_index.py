@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from dagster import AssetKey, instance_for_test
-from llm.conftest import KEY, _shared_server, fake_model, openai_server  # noqa: F401 - fixtures
+from llm.conftest import KEY, fake_model
 from support.openai_server import OpenAIServer
 
 from assets.definitions import build_definitions

@@ -76,7 +76,7 @@ def _cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_stats_json_gives_counts_and_size_quantiles_of_one_version(home, capsys):
-    root, (v1, v2), _ = home
+    root, (v1, _v2), _ = home
     code, out, err = _cli(capsys, "stats", "--kb", "tiny", "--version", v1, "--json")
     assert code == 0, err
     s = json.loads(out)

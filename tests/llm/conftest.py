@@ -64,10 +64,10 @@ def openai_server(_shared_server: OpenAIServer) -> OpenAIServer:
 
 
 @pytest.fixture
-def model_server(openai_server: OpenAIServer) -> Iterator[OpenAIServer]:
+def model_server(openai_server: OpenAIServer) -> OpenAIServer:
     """The local server answering as ``fake_model`` (scripted replies go first)."""
     openai_server.handler = fake_model
-    yield openai_server
+    return openai_server
 
 
 MakeClient = Callable[..., LLMClient]

@@ -57,7 +57,7 @@ def test_a_repeated_question_is_answered_from_disk_without_a_call(
 
 
 @pytest.mark.parametrize(
-    "reply, message",
+    ("reply", "message"),
     [
         (Reply.error(500, "boom"), "InternalServerError"),
         (Reply.error(429, "slow down"), "RateLimitError"),
@@ -140,7 +140,7 @@ ENV = {
 
 
 @pytest.mark.parametrize(
-    "config, resource, expected",
+    ("config", "resource", "expected"),
     [
         (None, None, ("env-model", "http://env/v1", "k-env", 60.0)),
         (

@@ -131,7 +131,7 @@ def test_repeated_pieces_are_dropped(openai_server: OpenAIServer, make_client: M
 
 
 @pytest.mark.parametrize(
-    "reply, reason",
+    ("reply", "reason"),
     [
         (Reply.error(500), "LLM call failed: InternalServerError"),
         (Reply.chat("[]").after(3.0), "APITimeoutError"),

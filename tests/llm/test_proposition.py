@@ -111,7 +111,7 @@ def test_propositions_the_source_does_not_support_are_dropped() -> None:
 
 
 @pytest.mark.parametrize(
-    "reply, reason",
+    ("reply", "reason"),
     [
         (Reply.error(500), "LLM call failed: InternalServerError"),
         (Reply.chat("ok.").after(3.0), "APITimeoutError"),

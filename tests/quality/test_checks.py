@@ -250,7 +250,7 @@ BREAKERS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
 ]
 
 
-@pytest.mark.parametrize("check,breaker", BREAKERS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(BREAKERS)])
+@pytest.mark.parametrize(("check", "breaker"), BREAKERS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(BREAKERS)])
 def test_each_check_fails_on_a_frame_built_to_break_it(check, breaker):
     outcomes = _run_all(**breaker(), asset=declaration(check).asset)
     o = outcomes[check]

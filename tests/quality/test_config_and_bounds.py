@@ -36,7 +36,7 @@ def test_defaults_come_from_the_plan_and_the_embedding_model(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "plan, child, expected",
+    ("plan", "child", "expected"),
     [
         ("PARENT:RECURSIVE;CHILD:RECURSIVE", {"RECURSIVE": {"size_unit": "tokens", "max_tokens": 200}}, (None, 200)),
         (
@@ -98,7 +98,7 @@ def test_quality_settings_never_change_the_strategy_version(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "yaml_text, message",
+    ("yaml_text", "message"),
     [
         ("quality: {tokn_limit: 100}\n", "unknown key 'quality.tokn_limit'"),
         ("quality: {child: {max_char: 100}}\n", "unknown key 'quality.child.max_char'"),

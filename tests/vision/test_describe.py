@@ -25,13 +25,13 @@ ANSWER = json.dumps(
 
 
 def settings(server: OpenAIServer | None, **kw: object) -> VisionSettings:
-    base = dict(
-        model="vlm-test",
-        base_url=server.base_url if server else None,
-        api_key="sk-secret-123456",
-        timeout_s=2.0,
-        max_retries=0,
-    )
+    base = {
+        "model": "vlm-test",
+        "base_url": server.base_url if server else None,
+        "api_key": "sk-secret-123456",
+        "timeout_s": 2.0,
+        "max_retries": 0,
+    }
     base.update(kw)
     return VisionSettings(**base)  # type: ignore[arg-type]
 

@@ -1,0 +1,1 @@
+"""Search benchmark: ``python -m benchmarks.search`` (see ``run.py``)."""
