@@ -147,6 +147,22 @@ def sub_piece(parent: Piece, text: str, start: int, end: int, **changes: Any) ->
     )
 
 
+def fallback_pieces(pieces: Sequence[Piece], *, from_: str, to: str, reason: str, retry: bool = False) -> list[Piece]:
+    """``pieces`` a fallback strategy made, marked as such (source text kept, so not derived):
+    ``fallback_from`` / ``fallback_to`` / ``fallback_reason``, and ``llm_retry`` when the
+    cause may pass (no LLM, a failed call): a later run with a working LLM redoes them."""
+    extra: dict[str, Any] = {"fallback_from": from_, "fallback_to": to, "fallback_reason": reason}
+    if retry:
+        extra["llm_retry"] = True
+    return [
+        make_piece(
+            p.text, p.start, p.end, p.section_path, p.chunk_type, p.overlap_chars, False, p.block_index, "",
+            {**p.metadata, **extra},
+        )
+        for p in pieces
+    ]  # fmt: skip
+
+
 def _piece_maker() -> Callable[..., Piece]:
     """``Piece(text, start, end, section_path, chunk_type, overlap_chars, derived,
     block_index, strategy, metadata)``, all ten fields positional, at half the cost of the

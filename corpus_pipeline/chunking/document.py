@@ -90,13 +90,32 @@ class _Locator:
         return self.blocks[i]
 
 
-def _placed(p: Piece, loc: _Locator) -> tuple[str, int | None, int | None]:
-    """(section path, page, block index) of a piece: its own, else its block's."""
+def _span_fields(
+    doc: SourceDocument, p: Piece, tokens: int, loc: _Locator, versions: Mapping[str, str], section_default: str = ""
+) -> dict[str, Any]:
+    """The columns parents and children share: where a piece lies and what cut it. Its
+    section path, page and block index are its own, else those of the parsed block at its
+    start (else ``section_default``: a child's parent's)."""
     block = loc.at(p.start)
-    section = p.section_path or (block.section_path if block else "")
-    page = block.page_num if block else None
-    index = p.block_index if p.block_index is not None else (block.block_index if block else None)
-    return section, page, index
+    section = p.section_path or (block.section_path if block else "") or section_default
+    return {
+        "kb": doc.kb,
+        "strategy_version": doc.strategy_version,
+        "doc_id": doc.doc_id,
+        "doc_path": doc.path,
+        "text": p.text,
+        "start_offset": p.start,
+        "end_offset": p.end,
+        "char_count": len(p.text),
+        "token_count": tokens,
+        "section_path": section,
+        "page_num": block.page_num if block else None,
+        "block_index": p.block_index if p.block_index is not None else (block.block_index if block else None),
+        "strategy": p.strategy,
+        "strategy_code_version": versions.get(p.strategy, ""),
+        "overlap_chars": p.overlap_chars,
+        "derived": p.derived,
+    }
 
 
 def chunk_parents(
@@ -116,7 +135,6 @@ def chunk_parents(
     snapshot = plan.snapshot()
     out = []
     for i, (p, n) in enumerate(zip(pieces, tokens, strict=True)):
-        section, page, block_index = _placed(p, loc)
         meta: dict[str, Any] = {**p.metadata, "plan": snapshot}
         if plan_reasons:
             meta["plan_reasons"] = list(plan_reasons)
@@ -124,22 +142,7 @@ def chunk_parents(
             ParentBlock(
                 parent_id=record_id("parent", doc.strategy_version, doc.doc_id, i, p.start, p.end, text_hash(p.text)),
                 parent_index=i,
-                kb=doc.kb,
-                strategy_version=doc.strategy_version,
-                doc_id=doc.doc_id,
-                doc_path=doc.path,
-                text=p.text,
-                start_offset=p.start,
-                end_offset=p.end,
-                char_count=len(p.text),
-                token_count=n,
-                section_path=section,
-                page_num=page,
-                block_index=block_index,
-                strategy=p.strategy,
-                strategy_code_version=versions.get(p.strategy, ""),
-                overlap_chars=p.overlap_chars,
-                derived=p.derived,
+                **_span_fields(doc, p, n, loc, versions),
                 metadata=meta,
                 content_hash=doc.content_hash,
             )
@@ -219,7 +222,6 @@ def chunk_children(
     out = []
     for n, (p, pi, count) in enumerate(fitted):
         parent = parents[pi]
-        section, page, block_index = _placed(p, loc)
         th = text_hash(p.text)
         out.append(
             Chunk(
@@ -227,22 +229,7 @@ def chunk_children(
                 parent_id=parent.parent_id,
                 chunk_index=n,
                 chunk_type=p.chunk_type,
-                kb=doc.kb,
-                strategy_version=doc.strategy_version,
-                doc_id=doc.doc_id,
-                doc_path=doc.path,
-                text=p.text,
-                start_offset=p.start,
-                end_offset=p.end,
-                char_count=len(p.text),
-                token_count=count,
-                section_path=section or parent.section_path,
-                page_num=page,
-                block_index=block_index,
-                strategy=p.strategy,
-                strategy_code_version=versions.get(p.strategy, ""),
-                overlap_chars=p.overlap_chars,
-                derived=p.derived,
+                **_span_fields(doc, p, count, loc, versions, parent.section_path),
                 metadata=dict(p.metadata),
                 image_id=p.metadata.get("image_id"),
                 text_hash=th,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from corpus_pipeline.chunking import text as tx
-from corpus_pipeline.chunking.base import ChunkContext, Strategy, sub_piece
+from corpus_pipeline.chunking.base import ChunkContext, Strategy, fallback_pieces, sub_piece
 from corpus_pipeline.chunking.params import StrategyConfig, param
 from corpus_pipeline.chunking.recursive import split_spans
 from corpus_pipeline.chunking.registry import register
@@ -306,22 +306,7 @@ class LLMSplit(Strategy):
         if count:
             ctx.bump("fallbacks")
         out = Semantic(self.config.fallback_config()).split(piece, ctx)
-        extra = {"llm_retry": True} if retry else {}
-        return [
-            Piece(
-                p.text,
-                p.start,
-                p.end,
-                p.section_path,
-                p.chunk_type,
-                p.overlap_chars,
-                False,
-                p.block_index,
-                "",
-                {**p.metadata, "fallback_from": "LLM", "fallback_to": "SEMANTIC", "fallback_reason": reason, **extra},
-            )
-            for p in out
-        ]
+        return fallback_pieces(out, from_="LLM", to="SEMANTIC", reason=reason, retry=retry)
 
 
 def _has_text(text: str, a: int, b: int) -> bool:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from corpus_pipeline.chunking import text as tx
-from corpus_pipeline.chunking.base import ChunkContext, Strategy, sub_piece
+from corpus_pipeline.chunking.base import ChunkContext, Strategy, fallback_pieces, sub_piece
 from corpus_pipeline.chunking.params import StrategyConfig, param
 from corpus_pipeline.chunking.registry import register
 from corpus_pipeline.chunking.sizes import SizeBound
@@ -298,25 +298,4 @@ class Proposition(Strategy):
         cfg = self.config
         ctx.bump("fallbacks")
         out = SlidingWindow(cfg.fallback_config()).split(piece, ctx)
-        extra = {"llm_retry": True} if retry else {}
-        return [
-            Piece(
-                p.text,
-                p.start,
-                p.end,
-                p.section_path,
-                p.chunk_type,
-                p.overlap_chars,
-                False,
-                p.block_index,
-                "",
-                {
-                    **p.metadata,
-                    "fallback_from": "PROPOSITION",
-                    "fallback_to": cfg.fallback_strategy,
-                    "fallback_reason": reason,
-                    **extra,
-                },
-            )
-            for p in out
-        ]
+        return fallback_pieces(out, from_="PROPOSITION", to=cfg.fallback_strategy, reason=reason, retry=retry)

@@ -150,6 +150,14 @@ def _duplicated(df: pd.DataFrame, cols: list[str]) -> pd.Series:
     return df.duplicated(subset=cols, keep="first") if len(df) else df.index.to_series().astype(bool)
 
 
+def _unique_rules(df: pd.DataFrame, id_col: str, index_col: str) -> dict[str, pd.Series]:
+    return {
+        f"{id_col} unique": _duplicated(df, [id_col]),
+        f"(doc_id, {index_col}) unique": _duplicated(df, ["doc_id", index_col]),
+        "(doc_id, start, end, text) unique": _duplicated(df, ["doc_id", "start_offset", "end_offset", "text"]),
+    }
+
+
 def _span_rules(df: pd.DataFrame, kind: str) -> dict[str, pd.Series]:
     src = df["_exempt"]
     source_mismatch = (~src) & df["_source_span"].notna() & (df["text"] != df["_source_span"])
@@ -230,15 +238,7 @@ def parent_not_empty(p: Partition, th: Thresholds) -> Finding:
     fix="Duplicate parents: ids or spans repeat within the partition.",
 )  # fmt: skip
 def parent_unique(p: Partition, th: Thresholds) -> Finding:
-    df = p.parents
-    return Finding.rows(
-        {
-            "parent_id unique": _duplicated(df, ["parent_id"]),
-            "(doc_id, parent_index) unique": _duplicated(df, ["doc_id", "parent_index"]),
-            "(doc_id, start, end, text) unique": _duplicated(df, ["doc_id", "start_offset", "end_offset", "text"]),
-        },
-        df,
-    )
+    return Finding.rows(_unique_rules(p.parents, "parent_id", "parent_index"), p.parents)
 
 
 @check(
@@ -304,15 +304,7 @@ def child_not_empty(p: Partition, th: Thresholds) -> Finding:
     fix="The same chunk appears twice: ids or spans repeat within the partition.",
 )  # fmt: skip
 def child_unique(p: Partition, th: Thresholds) -> Finding:
-    df = p.children
-    return Finding.rows(
-        {
-            "chunk_id unique": _duplicated(df, ["chunk_id"]),
-            "(doc_id, chunk_index) unique": _duplicated(df, ["doc_id", "chunk_index"]),
-            "(doc_id, start, end, text) unique": _duplicated(df, ["doc_id", "start_offset", "end_offset", "text"]),
-        },
-        df,
-    )
+    return Finding.rows(_unique_rules(p.children, "chunk_id", "chunk_index"), p.children)
 
 
 @check(
