@@ -109,14 +109,18 @@ def test_recommend_json(tmp_path: Path) -> None:
     assert code == 0 and data["plan"] == "PARENT:STRUCTURE;CHILD:RECURSIVE" and data["reasons"]
 
 
-def test_preview_loads_neither_torch_nor_dagster() -> None:
+def test_preview_strategies_and_search_load_neither_torch_nor_dagster_nor_great_expectations() -> None:
     code = (
         "import sys, argparse\n"
         "from corpus_pipeline.cli import chunking as c\n"
         "p = argparse.ArgumentParser(); c.register(p.add_subparsers())\n"
         "a = p.parse_args(['preview', '-', '--plan', 'PARENT:1;CHILD:3,2', '--json'])\n"
         "assert a.func(a) == 0\n"
-        "bad = [m for m in ('torch', 'dagster', 'sentence_transformers') if m in sys.modules]\n"
+        "a = p.parse_args(['strategies', '--json'])\n"
+        "assert a.func(a) == 0\n"
+        "import corpus_pipeline.cli.search, corpus_pipeline.retrieval.search\n"
+        "heavy = ('torch', 'dagster', 'sentence_transformers', 'great_expectations')\n"
+        "bad = [m for m in heavy if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
     r = subprocess.run([sys.executable, "-c", code], input=DOC.encode(), capture_output=True, timeout=60)

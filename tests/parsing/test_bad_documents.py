@@ -53,3 +53,16 @@ def test_a_50_mb_file_is_refused_at_discovery_and_the_rest_is_kept(tmp_path: Pat
     found = {d.path: d.error for d in discover(resolve_kb(kb))}
     assert found["ok.md"] is None
     assert "over the limit max_file_mb = 20" in (found["huge.txt"] or "")
+
+
+def test_a_format_without_a_parser_is_an_error_naming_it_never_another_parser(kb_dir: Path) -> None:
+    from corpus_pipeline.models import Document
+    from corpus_pipeline.parsing import parse_document
+    from corpus_pipeline.parsing.registry import formats
+
+    (kb_dir / "notes.rtf").write_bytes(b"{\\rtf1 hello}")
+    doc = Document("kb", "d", "notes.rtf", "rtf", 13, "", "")
+    parsed = parse_document(doc, kb_dir)
+    assert parsed.status == "FAILED"
+    assert parsed.error is not None and parsed.error.startswith("no parser for format 'rtf'; formats with a parser: ")
+    assert formats() == ["docx", "html", "markdown", "pdf", "text"]
