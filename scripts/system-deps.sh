@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# System packages the tests need: tesseract (OCR, English + Simplified Chinese) and
-# PostgreSQL (the dagster-postgres test). Installs with apt only what is missing.
+# System packages, installed with apt only when missing.
+#   scripts/system-deps.sh ocr     what the main job uses: tesseract (OCR of images, English +
+#                                  Simplified Chinese)
+#   scripts/system-deps.sh         everything the tests need: OCR, PostgreSQL (the
+#                                  dagster-postgres test), a CJK font (Chinese test images)
 set -euo pipefail
+what="${1:-all}"
 need=()
 command -v tesseract >/dev/null || need+=(tesseract-ocr)
-if command -v tesseract >/dev/null && ! tesseract --list-langs 2>/dev/null | grep -qx chi_sim; then need+=(tesseract-ocr-chi-sim); fi
-command -v tesseract >/dev/null || need+=(tesseract-ocr-chi-sim)
-ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || need+=(postgresql)
+if ! command -v tesseract >/dev/null || ! tesseract --list-langs 2>/dev/null | grep -qx chi_sim; then
+  need+=(tesseract-ocr-chi-sim)
+fi
+if [ "$what" = all ]; then
+  ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || need+=(postgresql)
+  fc-list 2>/dev/null | grep -qi "wqy-microhei\|WenQuanYi Micro Hei" || need+=(fonts-wqy-microhei)
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ]; then sudo=(); elif command -v sudo >/dev/null; then sudo=(sudo); else
   echo "system-deps: missing ${need[*]}; install them with apt (needs root)" >&2; exit 1

@@ -1,7 +1,7 @@
 """What the data-quality checks cost: great-expectations at import and per run, the pandas
 checks per partition, and which CLI paths import GX at all.
 
-    .venv/bin/python -m benchmarks.quality [--chunks 20000] [--repeat 5] [--write]
+    .venv/bin/python -m benchmarks.quality [--corpus DIR] [--chunks 20000] [--repeat 5] [--write]
 
 1. Import: ``import great_expectations`` (with the expectations module the checks use) in
    a fresh interpreter, best of ``--repeat``; beside it pandas alone, for scale.
@@ -43,7 +43,7 @@ def import_seconds(module: str, repeat: int) -> float:
     return min(runs)
 
 
-def partition(n_chunks: int) -> dict[str, Any]:
+def partition(n_chunks: int, corpus: Path) -> dict[str, Any]:
     """Parents and children of real documents, as the chunk stage writes them."""
     import pyarrow as pa
 
@@ -59,7 +59,7 @@ def partition(n_chunks: int) -> dict[str, Any]:
     parents: list[ParentBlock] = []
     children: list[Chunk] = []
     texts = []
-    for i, f in enumerate(sorted(CORPUS.rglob("*.md"))):
+    for i, f in enumerate(sorted(corpus.rglob("*.md"))):
         text = f.read_text(encoding="utf-8", errors="replace")
         if not text.strip():
             continue
@@ -177,6 +177,7 @@ def main() -> int:
     ap.add_argument("--chunks", type=int, default=20_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--corpus", type=Path, default=CORPUS, help="a folder of Markdown files to chunk")
     args = ap.parse_args()
     out: dict[str, Any] = {
         "import_s": {
@@ -184,7 +185,7 @@ def main() -> int:
             "pandas": import_seconds("pandas", args.repeat),
         }
     }
-    out["checks"] = time_checks(partition(args.chunks), args.repeat)
+    out["checks"] = time_checks(partition(args.chunks, args.corpus), args.repeat)
     out["cli_imports"] = cli_imports()
     print(json.dumps(out, indent=2))
     if args.write:
@@ -210,7 +211,9 @@ def write_results(out: dict[str, Any]) -> None:
         f"| import great_expectations (fresh interpreter, best of runs) | {out['import_s']['great_expectations']:.2f} |",
         f"| import pandas (for scale) | {out['import_s']['pandas']:.2f} |",
     ]
-    lines.append(f"| the first run of all three assets' checks in a process (GX builds its context) | {c['first_run_all_assets_s']:.3f} |")
+    lines.append(
+        f"| the first run of all three assets' checks in a process (GX builds its context) | {c['first_run_all_assets_s']:.3f} |"
+    )
     for asset, s in c["per_asset_s"].items():
         lines.append(f"| every check of {asset} (frames included) | {s:.3f} |")
     for asset, s in c["frames_s"].items():
