@@ -52,7 +52,8 @@ def parent_blocks(
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     previous = corpus.previous("parent_blocks", kb_name, version)
-    result = indexing.build_parent_blocks(kb, version, parsed_blocks, previous, corpus.tools(kb, llm.defaults()))
+    with corpus.tools(kb, llm.defaults()) as tools:
+        result = indexing.build_parent_blocks(kb, version, parsed_blocks, previous, tools)
     table = result.table
     outcomes = quality_outcomes("parent_blocks", kb, context.partition_key, parents=table, texts=parsed_blocks["texts"])
     result.checks = [o.to_dict() for o in outcomes]
@@ -91,8 +92,8 @@ def child_chunks(
     kb = corpus.kb_at_version(kb_name, version)
     previous = corpus.previous("child_chunks", kb_name, version)
     images = indexing.image_pieces_by_doc(image_descriptions, parsed_blocks)
-    tools = corpus.tools(kb, llm.defaults())
-    result = indexing.build_child_chunks(kb, version, parent_blocks, parsed_blocks, images, previous, tools)
+    with corpus.tools(kb, llm.defaults()) as tools:
+        result = indexing.build_child_chunks(kb, version, parent_blocks, parsed_blocks, images, previous, tools)
     table = result.table
     outcomes = quality_outcomes(
         "child_chunks", kb, context.partition_key, children=table, parents=parent_blocks, texts=parsed_blocks["texts"]

@@ -32,10 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.plan import DEFAULT_PLAN, PipelineSettings, Plan, build_plan
+from corpus_pipeline.embedding.tokens import DEFAULT_MODEL, TokenCounter
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.quality.config import QualityConfig
 from corpus_pipeline.store.layout import check_kb_name
-from corpus_pipeline.tokens import DEFAULT_MODEL, TokenCounter
 
 StrategySettings = dict[str, dict[str, Any]]
 

@@ -184,16 +184,16 @@ def preview_file(
         for d in descs:
             by_status[d.status] = by_status.get(d.status, 0) + 1
         image_pieces = pieces_of(descs, parsed.blocks)
-    tools = ContextFactory.for_kb(knowledge_base, cache_dir=layout.cache)
-    chosen, reasons = knowledge_base.plan_for_document(
-        doc.path, parsed.text, doc.format, parsed.blocks, tools.token_counter
-    )
-    source = SourceDocument(
-        knowledge_base.name, version, doc.doc_id, doc.path, doc.format, doc.content_hash, parsed.text, parsed.blocks
-    )
-    ctx = tools.context(parsed.text, parsed.blocks)
-    chunked = chunk_document(source, chosen, ctx, image_pieces, plan_reasons=reasons)
-    usage = {"model": tools.llm.model, **tools.llm.usage.to_dict()} if tools.llm is not None else None
+    with ContextFactory.for_kb(knowledge_base, cache_dir=layout.cache) as tools:
+        chosen, reasons = knowledge_base.plan_for_document(
+            doc.path, parsed.text, doc.format, parsed.blocks, tools.token_counter
+        )
+        source = SourceDocument(
+            knowledge_base.name, version, doc.doc_id, doc.path, doc.format, doc.content_hash, parsed.text, parsed.blocks
+        )
+        ctx = tools.context(parsed.text, parsed.blocks)
+        chunked = chunk_document(source, chosen, ctx, image_pieces, plan_reasons=reasons)
+        usage = {"model": tools.llm.model, **tools.llm.usage.to_dict()} if tools.llm is not None else None
     return PreviewResult(knowledge_base, version, doc, parsed, chosen, reasons, chunked, usage, by_status)
 
 

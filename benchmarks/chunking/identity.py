@@ -36,8 +36,8 @@ def fingerprint(texts: list[str]) -> dict[str, dict[str, object]]:
     from corpus_pipeline.chunking.base import ChunkContext
     from corpus_pipeline.chunking.pipeline import run_steps
     from corpus_pipeline.chunking.plan import Role, Step
+    from corpus_pipeline.embedding.tokens import token_counter_for
     from corpus_pipeline.models import Piece
-    from corpus_pipeline.tokens import token_counter_for
 
     counter = token_counter_for()
     out: dict[str, dict[str, object]] = {}

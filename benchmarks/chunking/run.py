@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     mb = sum(len(t.encode()) for t in texts) / 1e6
     print(f"{len(texts)} files, {mb:.1f} MB, best of {args.repeat}")
 
-    from corpus_pipeline.tokens import token_counter_for
+    from corpus_pipeline.embedding.tokens import token_counter_for
 
     counter = token_counter_for()
     tok = counter._tok  # type: ignore[attr-defined]

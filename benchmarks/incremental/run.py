@@ -503,10 +503,10 @@ def main(argv: list[str] | None = None) -> int:
 
         import assets.runner  # noqa: F401  (Dagster, the asset graph)
         from benchmarks.incremental import probes
+        from corpus_pipeline.embedding.tokens import DEFAULT_MODEL
         from corpus_pipeline.instance import prepare_dagster_home
         from corpus_pipeline.store.layout import Layout
         from corpus_pipeline.store.parquet import read_partition
-        from corpus_pipeline.tokens import DEFAULT_MODEL
 
         import_s = time.perf_counter() - t
         missing = probes.install()

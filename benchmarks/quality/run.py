@@ -50,9 +50,9 @@ def partition(n_chunks: int, corpus: Path) -> dict[str, Any]:
     from corpus_pipeline.chunking.context import ContextFactory
     from corpus_pipeline.chunking.document import SourceDocument, chunk_document
     from corpus_pipeline.chunking.plan import build_plan
+    from corpus_pipeline.embedding.tokens import token_counter_for
     from corpus_pipeline.models import Chunk, ParentBlock
     from corpus_pipeline.store import schemas
-    from corpus_pipeline.tokens import token_counter_for
 
     plan = build_plan("PARENT:RECURSIVE;CHILD:RECURSIVE")
     tools = ContextFactory(token_counter_for())

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 from corpus_pipeline.chunking.params import StrategyConfig
 from corpus_pipeline.chunking.sizes import SizeBound, SizeMeter
+from corpus_pipeline.embedding.tokens import TokenCounter
 from corpus_pipeline.models import Block, Piece
-from corpus_pipeline.tokens import TokenCounter
 
 
 @dataclass

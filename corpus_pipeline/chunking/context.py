@@ -1,7 +1,7 @@
 """The one context factory: what every strategy gets, the same way in preview and in the index.
 
-    tools = ContextFactory.for_kb(kb, cache_dir=layout.cache, llm_defaults=...)
-    ctx = tools.context(text, blocks)          # per document
+    with ContextFactory.for_kb(kb, cache_dir=layout.cache, llm_defaults=...) as tools:
+        ctx = tools.context(text, blocks)      # per document
 
 A strategy may need the KB's token counter (sizes in model tokens, ``token_count``), an
 embedding model (SEMANTIC by embeddings) and an LLM client (PROPOSITION, LLM splitting).
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corpus_pipeline.chunking.base import ChunkContext
+from corpus_pipeline.embedding.tokens import TokenCounter, token_counter_for
 from corpus_pipeline.models import Block
-from corpus_pipeline.tokens import TokenCounter, token_counter_for
 
 if TYPE_CHECKING:
     from corpus_pipeline.embedding import Embedder
@@ -71,6 +71,17 @@ class ContextFactory:
         return ChunkContext(
             text=text, token_counter=self.token_counter, blocks=blocks, embedder=self.embedder, llm=self.llm
         )
+
+    def close(self) -> None:
+        """Close the LLM client's connections (the factory stays usable for counting)."""
+        if self.llm is not None:
+            self.llm.close()
+
+    def __enter__(self) -> ContextFactory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def absorb(self, ctx: ChunkContext) -> None:
         for k, v in ctx.stats.items():

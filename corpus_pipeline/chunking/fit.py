@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from corpus_pipeline.chunking.base import ChunkContext, make_piece
 from corpus_pipeline.chunking.recursive import cut_spans
 from corpus_pipeline.chunking.sizes import SizeMeter
+from corpus_pipeline.embedding.tokens import TokenCounter
 from corpus_pipeline.models import Piece
-from corpus_pipeline.tokens import TokenCounter
 
 _MAX_ROUNDS = 8
 

@@ -34,8 +34,8 @@ from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.headings import find_headings
 from corpus_pipeline.chunking.plan import build_plan
 from corpus_pipeline.chunking.recursive import Recursive
+from corpus_pipeline.embedding.tokens import TokenCounter
 from corpus_pipeline.models import Block
-from corpus_pipeline.tokens import TokenCounter
 
 RECOMMENDER_VERSION = "v1"
 STRUCTURED_FORMATS = frozenset({"pdf", "docx", "markdown", "html"})

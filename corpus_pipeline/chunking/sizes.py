@@ -10,8 +10,8 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Literal
 
+from corpus_pipeline.embedding.tokens import TokenCounter
 from corpus_pipeline.errors import ConfigError
-from corpus_pipeline.tokens import TokenCounter
 
 SizeUnit = Literal["chars", "tokens"]
 

@@ -272,8 +272,8 @@ def _print_preview(out: dict[str, Any]) -> None:
 
 def cmd_recommend(args: argparse.Namespace) -> int:
     from corpus_pipeline.chunking.recommend import recommend
+    from corpus_pipeline.embedding.tokens import DEFAULT_MODEL, token_counter_for
     from corpus_pipeline.preview import parse_file, with_stdin
-    from corpus_pipeline.tokens import DEFAULT_MODEL, token_counter_for
 
     try:
         if args.path == "-":

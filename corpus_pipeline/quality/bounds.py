@@ -169,7 +169,7 @@ def _table(kb: KnowledgeBase, table: str, cfg: SizeQuality, token_limit: int | N
 def model_dimension(model: str) -> int | None:
     """The vector size of a local sentence-transformers model, read from its files
     (last Dense layer's ``out_features``, else the pooling dimension); None if unknown."""
-    from corpus_pipeline.tokens import resolve_model_path
+    from corpus_pipeline.embedding.tokens import resolve_model_path
 
     path = resolve_model_path(model)
     if path is None:
@@ -198,7 +198,7 @@ def model_dimension(model: str) -> int | None:
 def resolve_thresholds(kb: KnowledgeBase) -> Thresholds:
     """The thresholds of a KB: ``kb.yaml``'s ``quality:`` over defaults from its plans and
     embedding model. Raises ConfigError for a token limit above the model's."""
-    from corpus_pipeline.tokens import token_counter_for
+    from corpus_pipeline.embedding.tokens import token_counter_for
 
     q = kb.config.quality
     model = kb.config.embedding.model

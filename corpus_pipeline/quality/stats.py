@@ -168,7 +168,7 @@ def _token_limit(model: str | None) -> int | None:
     if not model:
         return None
     try:
-        from corpus_pipeline.tokens import token_counter_for
+        from corpus_pipeline.embedding.tokens import token_counter_for
 
         return token_counter_for(model).max_tokens
     except CorpusError:

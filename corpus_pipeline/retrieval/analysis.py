@@ -76,7 +76,7 @@ def keyword_text(text: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _tokenizer(model: str) -> tuple[Any, int | None] | None:
-    from corpus_pipeline.tokens import resolve_model_path
+    from corpus_pipeline.embedding.tokens import resolve_model_path
 
     path = resolve_model_path(model)
     if path is None or not (path / "tokenizer.json").exists():

@@ -104,6 +104,9 @@ class OpenAIVisionClient:
             )
         )
 
+    def close(self) -> None:
+        self._llm.close()
+
     def describe(self, image: bytes, mime_type: str, context: str) -> VisionAnswer:
         url = f"data:{mime_type};base64,{base64.b64encode(image).decode('ascii')}"
         user: list[dict[str, Any]] = [

@@ -203,4 +203,8 @@ def describe_images(
     built from ``settings``. ``ocr``: the OCR function ``(bytes, languages) -> text``.
     """
     describer = _Describer(settings, cache_dir, client, ocr)
-    return [describer.describe(image) for image in images]
+    try:
+        return [describer.describe(image) for image in images]
+    finally:
+        if client is None and isinstance(describer.client, OpenAIVisionClient):
+            describer.client.close()  # the one it opened (a client passed in is the caller's)

@@ -74,9 +74,10 @@ MakeClient = Callable[..., LLMClient]
 
 
 @pytest.fixture
-def make_client(tmp_path: Path) -> MakeClient:
+def make_client(tmp_path: Path) -> Iterator[MakeClient]:
     """An ``LLMClient`` for a server: no retries, one call at a time, a cache under tmp_path
-    (timeouts are tested with an explicit short ``timeout_s``)."""
+    (timeouts are tested with an explicit short ``timeout_s``); closed after the test."""
+    made: list[LLMClient] = []
 
     def make(server: OpenAIServer, *, cache: bool = True, **settings: object) -> LLMClient:
         base: dict[str, object] = {
@@ -88,6 +89,10 @@ def make_client(tmp_path: Path) -> MakeClient:
             "max_concurrency": 1,
         }
         base.update(settings)
-        return LLMClient(LLMSettings(**base), cache_root=tmp_path / "cache" / "llm" if cache else None)  # type: ignore[arg-type]
+        client = LLMClient(LLMSettings(**base), cache_root=tmp_path / "cache" / "llm" if cache else None)  # type: ignore[arg-type]
+        made.append(client)
+        return client
 
-    return make
+    yield make
+    for client in made:
+        client.close()

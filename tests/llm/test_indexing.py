@@ -58,8 +58,10 @@ def chunk(kb_dir: Path, previous: dict | None = None):
     kb = resolve_kb(kb_dir)
     version = strategy_version(kb)
     parsed = indexing.parse_documents(kb, indexing.discover_documents(kb).tables).tables
-    parents = indexing.build_parent_blocks(kb, version, parsed, (previous or {}).get("parents"), tools(kb)).tables
-    result = indexing.build_child_chunks(kb, version, parents, parsed, {}, (previous or {}).get("children"), tools(kb))
+    with tools(kb) as t:
+        parents = indexing.build_parent_blocks(kb, version, parsed, (previous or {}).get("parents"), t).tables
+    with tools(kb) as t:
+        result = indexing.build_child_chunks(kb, version, parents, parsed, {}, (previous or {}).get("children"), t)
     return parsed, parents, result.tables, result.stats
 
 

