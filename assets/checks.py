@@ -100,8 +100,8 @@ def _key(partition: Any) -> str:
 def distribution_metadata(table: pa.Table, kb: KnowledgeBase | None = None) -> dict[str, Any]:
     """Per-partition distribution for the asset's materialization: count, counts by
     chunk_type, min/p5/p50/p95/max of char_count and token_count, and a histogram."""
-    from corpus_pipeline.quality.stats import histogram_markdown, table_stats
     from corpus_pipeline.embedding.tokens import token_counter_for
+    from corpus_pipeline.quality.stats import histogram_markdown, table_stats
 
     limit = token_counter_for(kb.config.embedding.model).max_tokens if kb is not None else None
     stats = table_stats(table, token_limit=limit)

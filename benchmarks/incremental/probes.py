@@ -60,7 +60,12 @@ PROBES: list[tuple[str, list[tuple[str, str]], int, str]] = [
     ("load_embedder", [("corpus_pipeline.indexing.embed", "load_embedder")], 2, "model load (lru-cached in-process)"),
     ("EmbeddingCache.get_many", [("corpus_pipeline.embedding.cache", "EmbeddingCache.get_many")], 2, "SQLite lookups"),
     ("EmbeddingCache.put_many", [("corpus_pipeline.embedding.cache", "EmbeddingCache.put_many")], 2, "SQLite inserts"),
-    ("model encode", [("corpus_pipeline.embedding.local", "SentenceTransformerEmbedder.embed")], 2, "sentence-transformers"),
+    (
+        "model encode",
+        [("corpus_pipeline.embedding.local", "SentenceTransformerEmbedder.embed")],
+        2,
+        "sentence-transformers",
+    ),
     ("write_search_table", [("corpus_pipeline.store.lance", "write_search_table")], 1, "LanceDB overwrite + FTS"),
     ("keyword_text (analysis)", [("corpus_pipeline.retrieval.analysis", "keyword_text")], 2, "per chunk"),
     ("lancedb create_table", [("lancedb.db", "LanceDBConnection.create_table")], 2, "overwrite"),

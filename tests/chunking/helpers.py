@@ -9,8 +9,8 @@ from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.base import ChunkContext
 from corpus_pipeline.chunking.document import ChunkedDocument, SourceDocument, chunk_document
 from corpus_pipeline.chunking.plan import build_plan
-from corpus_pipeline.models import Block, Chunk, Piece
 from corpus_pipeline.embedding.tokens import token_counter_for
+from corpus_pipeline.models import Block, Chunk, Piece
 
 COUNTER = token_counter_for()
 
