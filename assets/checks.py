@@ -103,7 +103,7 @@ def distribution_metadata(table: pa.Table, kb: KnowledgeBase | None = None) -> d
     from corpus_pipeline.embedding.tokens import token_counter_for
     from corpus_pipeline.quality.stats import histogram_markdown, table_stats
 
-    limit = token_counter_for(kb.config.embedding.model).max_tokens if kb is not None else None
+    limit = token_counter_for(kb.config.embedding).max_tokens if kb is not None else None
     stats = table_stats(table, token_limit=limit)
     meta: dict[str, Any] = {"distribution": MetadataValue.json(stats)}
     for col in ("char_count", "token_count"):

@@ -120,7 +120,7 @@ def chunk_embeddings(
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     emb = kb.config.embedding
-    result = indexing.embed_chunks(child_chunks, emb.model, batch_size=emb.batch_size, cache=corpus.embedding_cache())
+    result = indexing.embed_chunks(child_chunks, emb, cache=corpus.embedding_cache())
     table = result.table
     outcomes = quality_outcomes("chunk_embeddings", kb, context.partition_key, embeddings=table, children=child_chunks)
     result.checks = [o.to_dict() for o in outcomes]

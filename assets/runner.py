@@ -189,8 +189,16 @@ def _first_error(result: ExecuteInProcessResult, checks_failed: list[dict[str, A
     for ev in result.all_events:
         data: Any = ev.event_specific_data
         if ev.event_type == DagsterEventType.STEP_FAILURE and data.error:
-            return f"{ev.step_key}: {data.error.message.strip()}"
+            return f"{ev.step_key}: {_cause(data.error)}"
     return "run failed"
+
+
+def _cause(error: Any) -> str:
+    """The message of the error that started it all: Dagster wraps the step's exception in
+    "Error occurred while executing op ...", which says nothing about what went wrong."""
+    while getattr(error, "cause", None) is not None and str(getattr(error, "cls_name", "")).startswith("Dagster"):
+        error = error.cause
+    return str(error.message).strip()
 
 
 def index_kbs(

@@ -14,8 +14,8 @@ naming the key and the file: a typo must never fall back silently to a default.
       overrides:                 # per-document settings beat the KB's (first match wins)
         - match: "contracts/**/*.pdf"
           plan: "PARENT:RECURSIVE;CHILD:RECURSIVE"
-    embedding:
-      model: all-MiniLM-L6-v2    # the offline default, or a local sentence-transformers folder
+    embedding:                   # see corpus_pipeline.embedding.settings
+      model: all-MiniLM-L6-v2    # a packaged model, a local folder, or provider: openai + base_url
       batch_size: 32
 """
 
@@ -32,9 +32,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.plan import DEFAULT_PLAN, PipelineSettings, Plan, build_plan
-from corpus_pipeline.embedding.tokens import DEFAULT_MODEL, TokenCounter
+from corpus_pipeline.embedding.settings import EmbeddingConfig
+from corpus_pipeline.embedding.tokens import TokenCounter
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.quality.config import QualityConfig
+from corpus_pipeline.retrieval.rerank import RerankConfig
+from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.store.layout import check_kb_name
 
 StrategySettings = dict[str, dict[str, Any]]
@@ -56,11 +59,6 @@ class ChunkingConfig(_Strict):
     parent: StrategySettings = Field(default_factory=dict)
     child: StrategySettings = Field(default_factory=dict)
     overrides: list[OverrideConfig] = Field(default_factory=list)
-
-
-class EmbeddingConfig(_Strict):
-    model: str = DEFAULT_MODEL
-    batch_size: int = Field(32, ge=1, le=1024)
 
 
 class VisionConfig(_Strict):
@@ -100,26 +98,6 @@ class LLMConfig(_Strict):
     max_output_tokens: int | None = Field(None, ge=16, le=200_000)
 
 
-class SearchConfig(_Strict):
-    """``search:`` — hybrid search and parent elevation (seed 003 §6-7; see
-    ``corpus_pipeline.retrieval.settings``). Not part of the strategy version."""
-
-    vector_top_k: int = Field(8, ge=0, le=1000)
-    keyword_top_k: int = Field(8, ge=0, le=1000)
-    min_vector_similarity: float = Field(0.45, ge=-1.0, le=1.0)
-    keyword_relative_score_floor: float = Field(0.35, ge=0.0, le=1.0)
-    rrf_k: int = Field(60, ge=0, le=10_000)
-    candidate_top_k: int = Field(10, ge=1, le=1000)
-    final_top_k: int = Field(5, ge=1, le=1000)
-    extra_hit_boost: float = Field(0.12, ge=0.0, le=10.0)
-    max_extra_hits: int = Field(3, ge=0, le=100)
-    multi_channel_boost: float = Field(0.10, ge=0.0, le=10.0)
-    parent_evidence_max_chars: int = Field(2200, ge=1, le=10_000_000)
-    total_evidence_max_chars: int = Field(5200, ge=1, le=100_000_000)
-    hit_preview_chars: int = Field(140, ge=0, le=100_000)
-    max_unknown_token_share: float = Field(0.25, ge=0.0, le=1.0)
-
-
 class RetentionConfig(_Strict):
     """``retention:`` — how many strategy versions of the KB are kept (the active one
     always is); older ones are retired, Parquet and LanceDB alike. Not part of the version."""
@@ -138,7 +116,8 @@ class KBConfig(_Strict):
     vision: VisionConfig = Field(default_factory=VisionConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     quality: QualityConfig = Field(default_factory=QualityConfig)  # judges chunks; not in strategy_version
-    search: SearchConfig = Field(default_factory=SearchConfig)
+    search: SearchSettings = Field(default_factory=SearchSettings)  # not in strategy_version
+    rerank: RerankConfig = Field(default_factory=RerankConfig)  # not in strategy_version
 
     @field_validator("include", "exclude")
     @classmethod

@@ -67,6 +67,9 @@ def version_inputs(kb: KnowledgeBase) -> dict[str, Any]:
         "embedding_model": kb.config.embedding.model,
         "strategy_code_versions": {n: registry.get(n).version for n in used},
     }
+    embedding = kb.config.embedding.version_input()  # provider, prefix, window, tokenizer
+    if embedding:
+        inputs["embedding"] = embedding
     llm = llm_version_input(kb)  # the LLM model shapes chunks, for plans that call one
     if llm is not None:
         inputs["llm"] = llm

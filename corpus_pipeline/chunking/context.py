@@ -52,13 +52,13 @@ class ContextFactory:
         configured (kb.yaml ``llm:`` > ``llm_defaults`` (the Dagster resource) > environment).
         Caches live under ``cache_dir`` (None: no cache)."""
         emb = kb.config.embedding
-        counter = token_counter_for(emb.model)
+        counter = token_counter_for(emb)
         embedder = None
         if kb.needs_embedder:
             from corpus_pipeline.embedding import CachedEmbedder, EmbeddingCache
 
             cache = EmbeddingCache(cache_dir / "embeddings.sqlite") if cache_dir is not None else None
-            embedder = CachedEmbedder(emb.model, batch_size=emb.batch_size, cache=cache)
+            embedder = CachedEmbedder(emb, cache=cache)
         llm = None
         if kb.calls_llm:
             from corpus_pipeline.llm import open_llm

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from corpus_pipeline.cli import print_json
-    from corpus_pipeline.retrieval import SearchSettings, search_kb
+    from corpus_pipeline.retrieval import Searcher, SearchSettings
 
     layout = Layout.from_env()
     kb = resolve_kb(layout.kb_dir(args.kb))
@@ -37,7 +37,11 @@ def run(args: argparse.Namespace) -> int:
     if version is None:
         raise StoreError(f"knowledge base {kb.name!r} has no active version yet; run `corpus index --kb {kb.name}`")
     settings = SearchSettings.from_mapping(kb.config.search).with_(final_top_k=args.top_k)
-    result = search_kb(layout, kb.name, version, args.query, model=kb.config.embedding.model, settings=settings)
+    searcher = Searcher.open(layout, kb, version, settings=settings)
+    try:
+        result = searcher.search(args.query)
+    finally:
+        searcher.close()
     if args.json:
         print_json(result.to_dict(settings))
         return 0

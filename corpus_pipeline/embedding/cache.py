@@ -12,14 +12,17 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 
+from corpus_pipeline.embedding.settings import EmbeddingConfig
+
 
 class Embedder(Protocol):
-    """What embeds text: a model's name, its vector size, and ``embed`` (L2-normalised
-    float32 vectors, one row per text)."""
+    """What embeds text: the name its vectors are cached under (``model_name``), their size,
+    ``embed`` for passages (what the index stores) and ``embed_queries`` for questions (the
+    model's query prefix); L2-normalised float32 vectors, one row per text."""
 
     @property
     def model_name(self) -> str: ...
@@ -28,6 +31,8 @@ class Embedder(Protocol):
     def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
 def text_hash(text: str) -> str:
@@ -98,40 +103,60 @@ def embed_with_cache(
     dim = next(iter(found.values())).shape[0] if found else 0
     if missing or not hashes:
         model = ready if ready is not None else cast(Callable[[], Embedder], embedder)()
-        dim = model.dimension
-        if missing:
-            first = {h: t for t, h in zip(texts, hashes, strict=True)}
-            fresh = dict(zip(missing, model.embed([first[h] for h in missing]), strict=True))
-            if cache:
-                cache.put_many(name, fresh)
-            found.update(fresh)
+        try:
+            if missing:
+                first = {h: t for t, h in zip(texts, hashes, strict=True)}
+                vectors = model.embed([first[h] for h in missing])
+                dim = int(vectors.shape[1])
+                fresh = dict(zip(missing, vectors, strict=True))
+                if cache:
+                    cache.put_many(name, fresh)
+                found.update(fresh)
+            else:
+                dim = model.dimension
+        finally:
+            closer = getattr(model, "close", None)
+            if ready is None and callable(closer):  # opened here (an endpoint's client): closed here
+                closer()
     vecs = np.stack([found[h] for h in hashes]) if hashes else np.zeros((0, dim), dtype=np.float32)
     return vecs.astype(np.float32), len(missing), len(texts) - len(missing)
 
 
 class CachedEmbedder:
-    """An ``Embedder`` that answers from the vector cache first and loads the model only on
+    """An ``Embedder`` that answers from the vector cache first and opens the model only on
     a miss: what SEMANTIC (embedding breakpoints) uses in preview and in the index, so a
     sentence embedded once is never embedded again, like the chunk embeddings."""
 
-    def __init__(self, model: str, *, batch_size: int = 32, cache: EmbeddingCache | None = None) -> None:
-        self.model_name = model
-        self.batch_size = batch_size
+    def __init__(self, config: EmbeddingConfig, *, cache: EmbeddingCache | None = None) -> None:
+        self.config = config
+        self.model_name = config.vector_key
         self.cache = cache
         self.embedded = 0  # texts the model embedded through this object
         self.reused = 0  # texts answered from the cache
 
     def _load(self) -> Embedder:
-        from corpus_pipeline.embedding.local import load_embedder
+        from corpus_pipeline.embedding import open_embedder
 
-        return load_embedder(self.model_name, self.batch_size)
+        return open_embedder(self.config)
+
+    def _once(self, use: Callable[[Embedder], Any]) -> Any:
+        model = self._load()
+        try:
+            return use(model)
+        finally:
+            closer = getattr(model, "close", None)
+            if callable(closer):
+                closer()
 
     @property
     def dimension(self) -> int:
-        return self._load().dimension
+        return int(self._once(lambda m: m.dimension))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         vecs, embedded, reused = embed_with_cache(texts, self._load, self.cache, model_name=self.model_name)
         self.embedded += embedded
         self.reused += reused
         return vecs
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return cast(np.ndarray, self._once(lambda m: m.embed_queries(texts)))

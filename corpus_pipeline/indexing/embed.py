@@ -8,14 +8,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from corpus_pipeline.embedding import EmbeddingCache, embed_with_cache, load_embedder
+from corpus_pipeline.embedding import EmbeddingCache, EmbeddingConfig, embed_with_cache, open_embedder
 from corpus_pipeline.indexing.stats import EmbedStats, StageResult
 from corpus_pipeline.store import schemas
 
 
-def embed_chunks(children: pa.Table, model: str, *, batch_size: int, cache: EmbeddingCache | None) -> StageResult:
+def embed_chunks(children: pa.Table, config: EmbeddingConfig, *, cache: EmbeddingCache | None) -> StageResult:
+    """One passage vector per child; ``model`` is the name the vectors are cached under."""
     texts = [str(t) for t in children.column("text").to_pylist()]
-    vecs, embedded, reused = embed_with_cache(texts, lambda: load_embedder(model, batch_size), cache, model_name=model)
+    model = config.vector_key
+    vecs, embedded, reused = embed_with_cache(texts, lambda: open_embedder(config), cache, model_name=model)
     dim = int(vecs.shape[1])
     flat = pa.array(vecs.reshape(-1), type=pa.float32())
     table = pa.table(

@@ -202,7 +202,7 @@ def resolve_thresholds(kb: KnowledgeBase) -> Thresholds:
 
     q = kb.config.quality
     model = kb.config.embedding.model
-    model_limit = token_counter_for(model).max_tokens
+    model_limit = token_counter_for(kb.config.embedding).max_tokens
     limit = model_limit
     if q.token_limit is not None:
         if q.token_limit > model_limit:

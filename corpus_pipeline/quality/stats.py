@@ -164,14 +164,19 @@ def versions_with_data(layout: Layout, kb: str) -> list[str]:
     return [v for _, _, v in sorted(found)]
 
 
-def _token_limit(model: str | None) -> int | None:
-    if not model:
+def _token_limit(registered: dict[str, Any]) -> int | None:
+    """The token limit of the model a version was registered with (None if unknown)."""
+    from corpus_pipeline.embedding.settings import EmbeddingConfig
+    from corpus_pipeline.embedding.tokens import token_counter_for
+
+    section = (registered.get("config") or {}).get("embedding")
+    model = (registered.get("inputs") or {}).get("embedding_model")
+    if section is None and not model:
         return None
     try:
-        from corpus_pipeline.embedding.tokens import token_counter_for
-
-        return token_counter_for(model).max_tokens
-    except CorpusError:
+        config = EmbeddingConfig.model_validate(section) if section is not None else EmbeddingConfig(model=model)
+        return token_counter_for(config).max_tokens
+    except (CorpusError, ValueError):
         return None
 
 
@@ -187,7 +192,7 @@ def partition_stats(layout: Layout, kb: str, version: str, *, bins: int = 10) ->
     info = version_info(layout, kb, version)
     inputs = info.get("inputs") or {}
     model = inputs.get("embedding_model")
-    limit = _token_limit(model)
+    limit = _token_limit(info)
     manifest = read_manifest(child_dir)
     out: dict[str, Any] = {
         "kb": kb,

@@ -56,48 +56,48 @@ def _words(segment: str) -> list[str]:
     return out
 
 
-def keyword_terms(text: str) -> list[str]:
-    """The terms of ``text`` in order: CJK bigrams, words, compounds and their parts."""
+#: How runs of CJK text become terms: "bigrams" (overlapping character bigrams), "jieba"
+#: (jieba's search-mode words), "both" (the bigrams and jieba's words of two or more
+#: characters). Chosen by measurement: benchmarks/retrieval/RESULTS.md.
+CJK_ANALYSIS = "bigrams"
+
+
+@functools.lru_cache(maxsize=1)
+def _jieba() -> Any:
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
+
+
+def cjk_terms(run: str, mode: str) -> list[str]:
+    """The terms of a run of CJK characters under ``mode`` (see ``CJK_ANALYSIS``)."""
+    if mode == "bigrams":
+        return cjk_bigrams(run)
+    words = [w for w in _jieba().cut_for_search(run) if w.strip()]
+    if mode == "jieba":
+        return words
+    return cjk_bigrams(run) + [w for w in words if len(w) >= 2]
+
+
+def keyword_terms(text: str, cjk: str | None = None) -> list[str]:
+    """The terms of ``text`` in order: CJK terms (``CJK_ANALYSIS``), words, compounds and
+    their parts."""
+    mode = cjk or CJK_ANALYSIS
     norm = unicodedata.normalize("NFKC", text)
     terms: list[str] = []
     pos = 0
     for m in _CJK_RUN.finditer(norm):
         terms.extend(_words(norm[pos : m.start()]))
-        terms.extend(cjk_bigrams(m.group(0)))
+        terms.extend(cjk_terms(m.group(0), mode))
         pos = m.end()
     terms.extend(_words(norm[pos:]))
     return terms
 
 
-def keyword_text(text: str) -> str:
+def keyword_text(text: str, cjk: str | None = None) -> str:
     """``text`` as the keyword index sees it: its terms separated by spaces."""
-    return " ".join(keyword_terms(text))
-
-
-@functools.lru_cache(maxsize=8)
-def _tokenizer(model: str) -> tuple[Any, int | None] | None:
-    from corpus_pipeline.embedding.tokens import resolve_model_path
-
-    path = resolve_model_path(model)
-    if path is None or not (path / "tokenizer.json").exists():
-        return None
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
-    tok.no_padding()  # the model's file pads to 128: [PAD] must not dilute the share
-    return tok, tok.token_to_id("[UNK]") if tok.token_to_id("[UNK]") is not None else tok.token_to_id("<unk>")
-
-
-def unknown_token_share(model: str, text: str) -> float:
-    """Share of ``text``'s tokens the embedding model's tokenizer does not know ([UNK]).
-
-    An English-only model turns most Chinese characters into [UNK]: its vector for such a
-    query says nothing about the query, yet scores as high as a real match (texts that are
-    mostly [UNK] all look alike). 0.0 when the model's tokenizer cannot be found.
-    """
-    found = _tokenizer(model)
-    if found is None or found[1] is None:
-        return 0.0
-    tok, unk = found
-    ids = list(tok.encode(text, add_special_tokens=False).ids)
-    return sum(1 for i in ids if i == unk) / len(ids) if ids else 0.0
+    return " ".join(keyword_terms(text, cjk))

@@ -8,17 +8,15 @@
 The multi-channel weight is the share of the *other* channels that also found a child of
 the parent: with two channels, 1 when the parent's hits came through both, else 0.
 
-Budgets: each parent's evidence text is at most ``parent_evidence_max_chars``; all of
-them together at most ``total_evidence_max_chars``. A parent too long for what is left is
-cut to a window around its hits (so the matched text stays in); once the total budget is
-spent the remaining parents are dropped. Every result is one parent (the prompt-level
-de-duplication key of the seed, ``"PARENT:" + parent_id``).
+Every result is one parent (the prompt-level de-duplication key of the seed,
+``"PARENT:" + parent_id``). What each parent's evidence holds, and the budgets:
+``retrieval.evidence``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from corpus_pipeline.retrieval.fusion import CHANNELS, ChannelScore
 from corpus_pipeline.retrieval.settings import SearchSettings
@@ -78,19 +76,14 @@ class ParentResult:
     truncated: bool = False
     parent_found: bool = True
     overlap_chars: int = 0  # leading context chars of ``text`` from before start_offset
+    evidence: str = ""  # ``text`` and the matched-children snippets: what the caller gets
+    images: int = 0  # images whose description stands in ``text`` in place of their reference
+    sub_question: int = 0  # which sub-question found it (0: the question itself)
+    rerank_score: float | None = None  # the reranker's score, when one re-ordered the results
 
     @property
     def channels(self) -> list[str]:
         return [c for c in CHANNELS if any(c in h.channels for h in self.hits)]
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """The final results and what the budgets did."""
-
-    results: tuple[ParentResult, ...]
-    chars: int = 0
-    dropped_by_budget: tuple[str, ...] = field(default_factory=tuple)
 
 
 def parent_boost(
@@ -149,74 +142,3 @@ def elevate(
         )
     results.sort(key=lambda r: (-r.score, first_seen[r.parent_id]))
     return results[: settings.final_top_k]
-
-
-def evidence_window(text_len: int, hit_spans: Iterable[tuple[int, int]], max_chars: int) -> tuple[int, int]:
-    """The ``[start, end)`` of a text of ``text_len`` chars to keep within ``max_chars``.
-
-    ``hit_spans`` are positions in the text, best hit first. The window covers all hits
-    when they fit, centred on them; otherwise it starts at the best hit.
-    """
-    if text_len <= max_chars:
-        return 0, text_len
-    spans = [(max(0, s), min(text_len, e)) for s, e in hit_spans if e > s]
-    if not spans:
-        return 0, max_chars
-    lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
-    if hi - lo <= max_chars:
-        start = lo - (max_chars - (hi - lo)) // 2
-    else:
-        start = spans[0][0]
-    start = max(0, min(start, text_len - max_chars))
-    return start, start + max_chars
-
-
-def _cut(result: ParentResult, max_chars: int) -> ParentResult:
-    """``result`` with its text cut to ``max_chars`` around its hits."""
-    if len(result.text) <= max_chars:
-        return result
-    # Canonical offset x sits at text position x - start + overlap.
-    base = result.start_offset - result.overlap_chars
-    spans = [(h.start_offset - base, h.end_offset - base) for h in result.hits]
-    a, b = evidence_window(len(result.text), spans, max_chars)
-    start = min(max(result.start_offset, base + a), result.end_offset)
-    end = max(start, min(result.end_offset, base + b))
-    return replace(
-        result,
-        text=result.text[a:b],
-        start_offset=start,
-        end_offset=end,
-        truncated=True,
-        overlap_chars=max(0, result.overlap_chars - a),
-    )
-
-
-def apply_budgets(results: Sequence[ParentResult], settings: SearchSettings) -> Evidence:
-    """Cut each parent to ``parent_evidence_max_chars`` and all to ``total_evidence_max_chars``."""
-    kept: list[ParentResult] = []
-    dropped: list[str] = []
-    used = 0
-    for r in results:
-        left = settings.total_evidence_max_chars - used
-        if left <= 0:
-            dropped.append(r.parent_id)
-            continue
-        cut = _cut(r, min(settings.parent_evidence_max_chars, left))
-        kept.append(cut)
-        used += len(cut.text)
-    return Evidence(tuple(kept), used, tuple(dropped))
-
-
-def format_evidence(results: Sequence[ParentResult], settings: SearchSettings) -> str:
-    """The prompt form of seed 003: each parent's text, then its hit children's first chars."""
-    parts = []
-    for n, r in enumerate(results, 1):
-        lines = [
-            f"[{n}] {r.doc_path}" + (f" — {r.section_path}" if r.section_path else ""),
-            r.text,
-            "",
-            "Matched child passages:",
-        ]
-        lines += [f"child#{i}: {h.preview(settings.hit_preview_chars)}" for i, h in enumerate(r.hits, 1)]
-        parts.append("\n".join(lines))
-    return "\n\n".join(parts)

@@ -245,6 +245,7 @@ class QuestionScores:
     parent: SpanScores
     first_relevant_rank: int | None
     returned: tuple[Span, ...]
+    ms: float = 0.0  # the search's wall time
 
 
 @dataclass
@@ -275,6 +276,8 @@ class EvalReport:
             "hit_rate": mean(1.0 if q.first_relevant_rank else 0.0 for q in qs),
             "mrr": mean(1.0 / q.first_relevant_rank if q.first_relevant_rank else 0.0 for q in qs),
             "mean_returned_chars": round(fmean(q.parent.returned_chars for q in qs), 1),
+            "query_p50_ms": round(_quantile([q.ms for q in qs], 0.5), 1),
+            "query_p95_ms": round(_quantile([q.ms for q in qs], 0.95), 1),
         }
 
     def to_dict(self, details: bool = True) -> dict[str, Any]:
@@ -294,10 +297,17 @@ class EvalReport:
                     "parent": _rounded(asdict(q.parent)),
                     "first_relevant_rank": q.first_relevant_rank,
                     "returned": [asdict(s) for s in q.returned],
+                    "ms": round(q.ms, 1),
                 }
                 for q in self.questions
             ]
         return out
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank) of ``values``; 0 when empty."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))] if ordered else 0.0
 
 
 def _rounded(d: dict[str, Any]) -> dict[str, Any]:
@@ -310,8 +320,12 @@ def evaluate(searcher: Searcher, questions: Sequence[Question], *, notes: Sequen
 
     t0 = time.perf_counter()
     report = EvalReport(searcher.kb, searcher.version, searcher.settings.to_dict(), notes=list(notes))
+    if questions:  # load the model and warm the tables: the timings are of warm queries
+        searcher.search(questions[0].question)
     for q in questions:
+        t = time.perf_counter()
         res = searcher.search(q.question)
+        ms = (time.perf_counter() - t) * 1e3
         parents = [Span(r.doc_path, r.start_offset, r.end_offset) for r in res.results]
         children = [Span(h.doc_path, h.start_offset, h.end_offset) for r in res.results for h in r.hits]
         report.questions.append(
@@ -322,6 +336,7 @@ def evaluate(searcher: Searcher, questions: Sequence[Question], *, notes: Sequen
                 span_scores(parents, q.references),
                 _first_relevant_rank(res, q.references),
                 tuple(parents),
+                ms,
             )
         )
     report.seconds = time.perf_counter() - t0
@@ -330,19 +345,22 @@ def evaluate(searcher: Searcher, questions: Sequence[Question], *, notes: Sequen
 
 def evaluate_version(
     layout: Layout,
-    kb: str,
+    kb: KnowledgeBase,
     version: str,
     questions_file: Path,
     *,
-    model: str,
     settings: SearchSettings | None = None,
     texts: Mapping[str, str] | None = None,
 ) -> EvalReport:
-    """Evaluate search over (kb, version) on a questions file: what ``corpus eval`` and
-    the ``retrieval_eval`` asset run."""
-    questions, notes = anchor_references(load_questions(questions_file), texts or load_canonical_texts(layout, kb))
-    searcher = Searcher.for_kb(layout, kb, version, model=model, settings=settings)
-    return evaluate(searcher, questions, notes=notes)
+    """Evaluate the KB's search, as configured (``Searcher.open``: its embedding model,
+    ``search:`` or ``settings``, rerank, sub-questions), over ``version`` on a questions
+    file: what ``corpus eval`` and the ``retrieval_eval`` asset run."""
+    questions, notes = anchor_references(load_questions(questions_file), texts or load_canonical_texts(layout, kb.name))
+    searcher = Searcher.open(layout, kb, version, settings=settings)
+    try:
+        return evaluate(searcher, questions, notes=notes)
+    finally:
+        searcher.close()
 
 
 def compare(a: EvalReport, b: EvalReport) -> dict[str, float]:
@@ -358,14 +376,7 @@ def evaluate_partition(layout: Layout, kb: KnowledgeBase, version: str) -> EvalR
     questions = kb.path / "questions.jsonl"
     if not questions.exists():
         return None
-    report = evaluate_version(
-        layout,
-        kb.name,
-        version,
-        questions,
-        model=kb.config.embedding.model,
-        settings=SearchSettings.from_mapping(kb.config.search),
-    )
+    report = evaluate_version(layout, kb, version, questions)
     folder = layout.partition_dir("retrieval_eval", kb.name, version)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / "report.json.tmp"

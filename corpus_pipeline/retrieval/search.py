@@ -1,51 +1,49 @@
 """Hybrid search over one (kb, strategy_version): child retrieval, parent completion.
 
-    query ─┬─ vector channel  (cosine over the child vectors, top vector_top_k)  ─ gate ─┐
-           └─ keyword channel (full-text index on CJK bigrams + words, top keyword_top_k) ─ gate ─┤
-                                                                                         v
-                     RRF (k = rrf_k) -> candidate_top_k children -> elevate to parents
-                     -> final_top_k parents -> evidence budgets -> SearchResult
+    question ── sub-questions (with an LLM; else the question itself) ── for each:
+       ├─ vector channel  (cosine over the child vectors, top vector_top_k)   ─ gate ─┐
+       └─ keyword channel (full-text index on CJK bigrams + words, top keyword_top_k) ─ gate ─┤
+                                                                                          v
+            weighted RRF (k = rrf_k) -> candidate_top_k children -> elevate to parents
+            -> rerank (with ``rerank:``) -> final_top_k parents
+    parents of all sub-questions, de-duplicated -> evidence (images in place, snippets,
+    budgets: ``retrieval.evidence``) -> SearchResult
 
-The keyword channel is what finds Chinese: the default embedding model is English-only,
-while the keyword index holds Chinese as overlapping character bigrams (and other text as
-stemmed words), and the query is analysed the same way (``retrieval.analysis``). Parent blocks are read from the version's ``parent_blocks``
-Parquet partition; a child whose parent is missing is returned as its own evidence.
-
-``Searcher`` opens the table, the parents and the embedding model once, for many queries
-(``corpus eval``, benchmarks); ``search_kb`` is one query against a KB's active version.
+Parent blocks come from the version's ``parent_blocks`` Parquet partition, image texts from
+its ``child_chunks`` (the IMAGE / TABLE_IMAGE chunks); a child whose parent is missing is
+returned as its own evidence. ``Searcher.open`` builds everything from the KB's
+configuration (the version's embedding model, ``search:``, ``rerank:``, ``llm:``) once, for
+many queries (``corpus eval``, ``corpus serve``); ``search_kb`` is one query.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow.parquet as pq
 
-from corpus_pipeline.embedding import Embedder, load_embedder
-from corpus_pipeline.errors import StoreError
-from corpus_pipeline.retrieval.analysis import keyword_text, unknown_token_share
-from corpus_pipeline.retrieval.elevation import (
-    ChildHit,
-    Parent,
-    ParentResult,
-    apply_budgets,
-    elevate,
-)
-from corpus_pipeline.retrieval.fusion import (
-    KEYWORD,
-    VECTOR,
-    ChannelHit,
-    gate_keyword,
-    gate_vector,
-    rrf_fuse,
-)
+from corpus_pipeline.embedding import Embedder, EmbeddingConfig, embedding_config, open_embedder
+from corpus_pipeline.embedding.tokens import token_counter_for
+from corpus_pipeline.errors import ModelError, StoreError
+from corpus_pipeline.models import IMAGE_CHUNK_TYPES
+from corpus_pipeline.retrieval.analysis import keyword_text
+from corpus_pipeline.retrieval.elevation import ChildHit, Parent, ParentResult, elevate
+from corpus_pipeline.retrieval.evidence import ImageText, apply_budgets, fit
+from corpus_pipeline.retrieval.fusion import KEYWORD, VECTOR, ChannelHit, gate_keyword, gate_vector, rrf_fuse
+from corpus_pipeline.retrieval.rerank import Reranker, RerankOutcome, rerank_order
 from corpus_pipeline.retrieval.settings import SearchSettings
-from corpus_pipeline.store.lance import KEYWORD_COLUMN, open_search_table
+from corpus_pipeline.retrieval.subquestions import SubQuestions, split_question
+from corpus_pipeline.store.lance import KEYWORD_COLUMN, open_search_table, vector_mean
 from corpus_pipeline.store.layout import Layout
+
+if TYPE_CHECKING:
+    from corpus_pipeline.kbconfig import KnowledgeBase
+    from corpus_pipeline.llm import LLMClient
 
 _CHILD_COLUMNS = [
     "chunk_id",
@@ -63,6 +61,11 @@ _PARENT_COLUMNS = ["parent_id", "text", "doc_path", "section_path", "start_offse
 def parents_path(layout: Layout, kb: str, version: str) -> Path:
     """The parent blocks partition of (kb, version)."""
     return layout.partition_dir("parent_blocks", kb, version) / "data.parquet"
+
+
+def children_path(layout: Layout, kb: str, version: str) -> Path:
+    """The child chunks partition of (kb, version)."""
+    return layout.partition_dir("child_chunks", kb, version) / "data.parquet"
 
 
 def load_parents(path: Path | None) -> dict[str, Parent]:
@@ -87,6 +90,55 @@ def load_parents(path: Path | None) -> dict[str, Parent]:
     return out
 
 
+def load_images(path: Path | None) -> dict[str, list[ImageText]]:
+    """The text of every image of one partition (its IMAGE / TABLE_IMAGE chunks, joined when
+    a long image text was cut into several), by document path."""
+    if path is None or not path.exists():
+        return {}
+    columns = [
+        "doc_path",
+        "chunk_index",
+        "chunk_type",
+        "text",
+        "start_offset",
+        "end_offset",
+        "overlap_chars",
+        "metadata",
+    ]
+    try:
+        table = pq.read_table(path, columns=columns, filters=[("chunk_type", "in", sorted(IMAGE_CHUNK_TYPES))])
+    except Exception as exc:
+        raise StoreError(f"cannot read child chunks {path}: {exc}") from exc
+    joined: dict[tuple[str, str], list[Any]] = {}
+    for r in sorted(table.to_pylist(), key=lambda r: (r["doc_path"], r["chunk_index"])):
+        try:
+            image_id = str(json.loads(r["metadata"] or "{}").get("image_id") or "")
+        except ValueError:
+            image_id = ""
+        key = (r["doc_path"], image_id or f"{r['start_offset']}:{r['end_offset']}")
+        text = r["text"] or ""
+        if key in joined:
+            joined[key][2] += text[int(r["overlap_chars"] or 0) :]
+        else:
+            joined[key] = [int(r["start_offset"]), int(r["end_offset"]), text]
+    out: dict[str, list[ImageText]] = {}
+    for (doc, _), (start, end, text) in joined.items():
+        out.setdefault(doc, []).append(ImageText(start, end, text))
+    return out
+
+
+def _hit_dict(h: ChildHit, preview: int) -> dict[str, Any]:
+    return {
+        "chunk_id": h.chunk_id,
+        "score": round(h.score, 6),
+        "channels": {c: {"rank": s.rank, "score": round(s.score, 6)} for c, s in h.channels.items()},
+        "chunk_type": h.chunk_type,
+        "text": h.preview(preview),
+        "start_offset": h.start_offset,
+        "end_offset": h.end_offset,
+    }
+
+
 @dataclass
 class SearchResult:
     """Parent-level results of one query, plus the fused child candidates behind them."""
@@ -99,48 +151,50 @@ class SearchResult:
     evidence_chars: int = 0
     dropped_by_budget: list[str] = field(default_factory=list)
     raw_hits: dict[str, int] = field(default_factory=dict)  # per channel, before the gates
+    sub_questions: SubQuestions | None = None
+    rerank: list[RerankOutcome] = field(default_factory=list)  # one per sub-question reranked
     warnings: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self, settings: SearchSettings | None = None) -> dict[str, Any]:
         preview = (settings or SearchSettings()).hit_preview_chars
+        subs = self.sub_questions
         return {
             "kb": self.kb,
             "strategy_version": self.strategy_version,
             "query": self.query,
+            "sub_questions": {
+                "questions": list(subs.questions) if subs else [self.query],
+                "source": subs.source if subs else "whole",
+                **({"error": subs.error} if subs and subs.error else {}),
+            },
             "results": [
                 {
                     "parent_id": r.parent_id,
                     "score": round(r.score, 6),
+                    "rerank_score": None if r.rerank_score is None else round(r.rerank_score, 6),
                     "text": r.text,
+                    "evidence": r.evidence or r.text,
                     "doc_path": r.doc_path,
                     "section_path": r.section_path,
                     "start_offset": r.start_offset,
                     "end_offset": r.end_offset,
                     "truncated": r.truncated,
+                    "images": r.images,
+                    "sub_question": r.sub_question,
                     "channels": r.channels,
                     "best_child_score": round(r.best_child_score, 6),
                     "boost": round(r.boost, 6),
-                    "hits": [
-                        {
-                            "chunk_id": h.chunk_id,
-                            "score": round(h.score, 6),
-                            "channels": {
-                                c: {"rank": s.rank, "score": round(s.score, 6)} for c, s in h.channels.items()
-                            },
-                            "text": h.preview(preview),
-                            "start_offset": h.start_offset,
-                            "end_offset": h.end_offset,
-                        }
-                        for h in r.hits
-                    ],
+                    "hits": [_hit_dict(h, preview) for h in r.hits],
                 }
                 for r in self.results
             ],
             "evidence_chars": self.evidence_chars,
             "dropped_by_budget": self.dropped_by_budget,
             "channel_hits_before_gates": self.raw_hits,
+            "rerank": [o.to_dict() for o in self.rerank] or None,
             "warnings": self.warnings,
+            "timings_ms": {k: round(v, 1) for k, v in self.timings_ms.items()},
         }
 
 
@@ -153,49 +207,110 @@ class Searcher:
         kb: str,
         version: str,
         *,
-        model: str,
+        embedding: EmbeddingConfig | str | None = None,
         settings: SearchSettings | None = None,
         parents_file: Path | None = None,
+        children_file: Path | None = None,
         embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+        llm: LLMClient | None = None,
     ) -> None:
-        """``parents_file`` defaults to the version's parent_blocks partition."""
+        """``embedding`` is the embedding section that embedded the version; the parents
+        and the image texts default to the version's partitions. ``reranker`` and ``llm``
+        (sub-questions) are optional stages."""
         self.kb, self.version = kb, version
         self.settings = settings or SearchSettings()
         self.table = open_search_table(layout, kb, version)
         self.rows = self.table.count_rows()
         # Tables written before the analysed column have an ICU index on the raw text.
         self.analysed = KEYWORD_COLUMN in self.table.schema.names
-        self.model = model
+        self.vector_mean = vector_mean(self.table)
+        self.embedding = embedding_config(embedding)
+        self.model = self.embedding.model
         self._embedder = embedder
+        self.reranker = reranker
+        self.llm = llm
         self.parents_file = parents_file if parents_file is not None else parents_path(layout, kb, version)
         self.parents = load_parents(self.parents_file)
+        self.images = load_images(children_file if children_file is not None else children_path(layout, kb, version))
+
+    @classmethod
+    def open(
+        cls, layout: Layout, kb: KnowledgeBase, version: str, *, settings: SearchSettings | None = None
+    ) -> Searcher:
+        """A searcher over ``version`` of ``kb`` as configured: the model that embedded the
+        version, kb.yaml's ``search:`` (or ``settings``), its reranker and, for
+        sub-questions, its LLM."""
+        from corpus_pipeline.retrieval.rerank import open_reranker
+        from corpus_pipeline.store.versions import version_embedding
+
+        s = settings or kb.config.search
+        llm = None
+        if s.max_sub_questions >= 2:
+            from corpus_pipeline.llm import open_llm
+
+            llm = open_llm(kb.config.llm, cache_dir=layout.cache)
+        return cls(
+            layout,
+            kb.name,
+            version,
+            embedding=version_embedding(layout, kb.name, version, kb.config.embedding),
+            settings=s,
+            reranker=open_reranker(kb.config.rerank),
+            llm=llm,
+        )
 
     @classmethod
     def for_kb(
-        cls, layout: Layout, kb: str, version: str, *, model: str, settings: SearchSettings | None = None
+        cls,
+        layout: Layout,
+        kb: str,
+        version: str,
+        *,
+        embedding: EmbeddingConfig | str | None = None,
+        settings: SearchSettings | None = None,
     ) -> Searcher:
-        return cls(layout, kb, version, model=model, settings=settings)
+        return cls(layout, kb, version, embedding=embedding, settings=settings)
+
+    def close(self) -> None:
+        """Close the clients of remote stages (embedding endpoint, reranker, LLM)."""
+        for part in (self._embedder, self.reranker, self.llm):
+            closer = getattr(part, "close", None)
+            if callable(closer):
+                closer()
 
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = load_embedder(self.model)
+            self._embedder = open_embedder(self.embedding)
         return self._embedder
 
     # ------------------------------------------------------------------ channels
 
-    def _vector(self, query: str, k: int, warnings: list[str]) -> list[dict[str, Any]]:
+    def _unknown_share(self, query: str) -> float:
+        """Share of the query's tokens the model does not know; 0 without its tokenizer."""
+        try:
+            return token_counter_for(self.embedding).unknown_share(query)
+        except ModelError:
+            return 0.0
+
+    def _vector(self, query: str, k: int, warnings: list[str]) -> tuple[list[dict[str, Any]], float | None]:
+        """The vector channel's rows and the query's baseline similarity (to the mean vector)."""
         if k <= 0 or not self.rows or not query.strip():
-            return []
-        unknown = unknown_token_share(self.model, query)
+            return [], None
+        unknown = self._unknown_share(query)
         if unknown > self.settings.max_unknown_token_share:
             warnings.append(
                 f"vector channel skipped: {unknown:.0%} of the query's tokens are unknown to {self.model} "
                 f"(above search.max_unknown_token_share = {self.settings.max_unknown_token_share})"
             )
-            return []
-        vec = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
-        return cast(
+            return [], None
+        vec = np.asarray(self.embedder.embed_queries([query])[0], dtype=np.float32)
+        if self.vector_mean is not None and self.vector_mean.shape == vec.shape:
+            baseline: float | None = float(vec @ self.vector_mean)
+        else:
+            baseline = None
+        rows = cast(
             list[dict[str, Any]],
             self.table.search(vec.tolist(), vector_column_name="vector")
             .distance_type("cosine")
@@ -203,6 +318,7 @@ class Searcher:
             .limit(k)
             .to_list(),
         )
+        return rows, baseline
 
     def _keyword(self, query: str, k: int, warnings: list[str]) -> list[dict[str, Any]]:
         terms = keyword_text(query) if self.analysed else query.strip()
@@ -225,18 +341,26 @@ class Searcher:
         s = self.settings
         warnings: list[str] = [] if _out is None else _out.warnings
         t0 = time.perf_counter()
-        vrows = self._vector(query, s.vector_top_k, warnings)
+        vrows, baseline = self._vector(query, s.vector_top_k, warnings)
         t1 = time.perf_counter()
         krows = self._keyword(query, s.keyword_top_k, warnings)
         t2 = time.perf_counter()
         rows = {r["chunk_id"]: r for r in (*vrows, *krows)}
         vhits = gate_vector(
-            [ChannelHit(r["chunk_id"], 1.0 - float(r["_distance"])) for r in vrows], s.min_vector_similarity
+            [ChannelHit(r["chunk_id"], 1.0 - float(r["_distance"])) for r in vrows],
+            s.min_vector_similarity,
+            s.vector_relative_floor,
+            baseline,
         )
         khits = gate_keyword(
             [ChannelHit(r["chunk_id"], float(r["_score"])) for r in krows], s.keyword_relative_score_floor
         )
-        fused = rrf_fuse({VECTOR: vhits, KEYWORD: khits}, k=s.rrf_k, limit=s.candidate_top_k)
+        fused = rrf_fuse(
+            {VECTOR: vhits, KEYWORD: khits},
+            k=s.rrf_k,
+            limit=s.candidate_top_k,
+            weights={VECTOR: s.vector_weight, KEYWORD: s.keyword_weight},
+        )
         out = []
         for f in fused:
             r = rows[f.chunk_id]
@@ -255,21 +379,62 @@ class Searcher:
                 )
             )
         if _out is not None:
-            _out.raw_hits = {VECTOR: len(vrows), KEYWORD: len(krows)}
-            _out.timings_ms.update(vector=(t1 - t0) * 1e3, keyword=(t2 - t1) * 1e3)
+            for name, n in ((VECTOR, len(vrows)), (KEYWORD, len(krows))):
+                _out.raw_hits[name] = _out.raw_hits.get(name, 0) + n
+            _out.timings_ms[VECTOR] = _out.timings_ms.get(VECTOR, 0.0) + (t1 - t0) * 1e3
+            _out.timings_ms[KEYWORD] = _out.timings_ms.get(KEYWORD, 0.0) + (t2 - t1) * 1e3
         return out
 
+    def _rerank(self, question: str, parents: list[ParentResult], out: SearchResult) -> list[ParentResult]:
+        """``parents`` re-ordered by the reranker (the fused order when it fails)."""
+        if self.reranker is None or len(parents) < 2:
+            return parents
+        limit = getattr(getattr(self.reranker, "config", None), "max_chars", 2000)
+        docs = [fit(p, self.images.get(p.doc_path, ()), limit, self.settings).text for p in parents]
+        order, scores, outcome = rerank_order(self.reranker, question, docs)
+        out.rerank.append(outcome)
+        if scores is None:
+            out.warnings.append(f"rerank failed, the fused order is kept: {outcome.error}")
+            return parents
+        return [replace(parents[i], rerank_score=scores[i]) for i in order]
+
+    def _parents_for(self, question: str, index: int, out: SearchResult, top_k: int) -> list[ParentResult]:
+        """The best ``top_k`` parents of one (sub-)question, reranked when configured."""
+        s = self.settings
+        children = self.candidates(question, _out=out)
+        out.candidates.extend(c for c in children if c.chunk_id not in {x.chunk_id for x in out.candidates})
+        pool = max(top_k, s.rerank_candidates) if self.reranker is not None else top_k
+        elevated = elevate(children, self.parents, s.with_(final_top_k=pool))
+        t = time.perf_counter()
+        ranked = self._rerank(question, elevated, out)
+        out.timings_ms["rerank"] = out.timings_ms.get("rerank", 0.0) + (time.perf_counter() - t) * 1e3
+        return [replace(p, sub_question=index) for p in ranked[:top_k]]
+
     def search(self, query: str, *, top_k: int | None = None) -> SearchResult:
-        """Parent-level results of ``query``: elevated, boosted, cut to the budgets."""
-        s = self.settings if top_k is None else self.settings.with_(final_top_k=top_k)
+        """Parent-level results of ``query``: sub-questions, channels, fusion, elevation,
+        rerank, then evidence within the budgets."""
+        top = self.settings.final_top_k if top_k is None else top_k
         result = SearchResult(self.kb, self.version, query, [], [])
         t0 = time.perf_counter()
-        result.candidates = self.candidates(query, _out=result)
+        subs = split_question(query, self.llm, self.settings.max_sub_questions)
+        result.sub_questions = subs
+        result.timings_ms["sub_questions"] = (time.perf_counter() - t0) * 1e3
+        if subs.error:
+            result.warnings.append(f"the question was kept whole: {subs.error}")
+        per_question = [self._parents_for(q, i, result, top) for i, q in enumerate(subs.questions)]
+        merged: list[ParentResult] = []
+        seen: set[str] = set()
+        for rank in range(max((len(p) for p in per_question), default=0)):
+            for ranked in per_question:  # round robin: each sub-question's best parents first
+                if rank < len(ranked) and ranked[rank].parent_id not in seen:
+                    seen.add(ranked[rank].parent_id)  # the seed's prompt key: "PARENT:" + parent_id
+                    merged.append(ranked[rank])
         if result.candidates and not self.parents:
             result.warnings.append(
                 f"no parent blocks at {self.parents_file}: children are returned as their own evidence"
             )
-        evidence = apply_budgets(elevate(result.candidates, self.parents, s), s)
+        s = self.settings if top_k is None else self.settings.with_(final_top_k=top_k)
+        evidence = apply_budgets(merged, s, self.images)
         result.results = list(evidence.results)
         result.evidence_chars = evidence.chars
         result.dropped_by_budget = list(evidence.dropped_by_budget)
@@ -283,17 +448,32 @@ def search_kb(
     version: str,
     query: str,
     *,
-    model: str,
+    embedding: EmbeddingConfig | str | None = None,
     settings: SearchSettings | None = None,
     top_k: int | None = None,
 ) -> SearchResult:
-    """One query against (kb, version) under ``layout``: what ``corpus search`` runs."""
-    return Searcher.for_kb(layout, kb, version, model=model, settings=settings).search(query, top_k=top_k)
+    """One query against (kb, version) under ``layout`` with the given embedding section
+    (no reranker, no sub-questions: ``Searcher.open`` builds a KB's full configuration)."""
+    searcher = Searcher.for_kb(layout, kb, version, embedding=embedding, settings=settings)
+    try:
+        return searcher.search(query, top_k=top_k)
+    finally:
+        searcher.close()
 
 
-def search(
-    layout: Layout, kb: str, version: str, query: str, *, model: str, top_k: int = 5, channel_k: int = 8
+def search_children(
+    layout: Layout,
+    kb: str,
+    version: str,
+    query: str,
+    *,
+    embedding: EmbeddingConfig | str | None = None,
+    top_k: int = 5,
+    channel_k: int = 8,
 ) -> list[ChildHit]:
     """Child-level hybrid search (gated, fused; no elevation): the best ``top_k`` chunks."""
     settings = SearchSettings(vector_top_k=channel_k, keyword_top_k=channel_k, candidate_top_k=max(top_k, 1))
-    return Searcher(layout, kb, version, model=model, settings=settings).candidates(query)
+    return Searcher(layout, kb, version, embedding=embedding, settings=settings).candidates(query)
+
+
+__all__ = ["SearchResult", "Searcher", "children_path", "load_images", "load_parents", "parents_path", "search_kb"]

@@ -1,110 +1,126 @@
-"""Retrieval settings: every number of seed 003 §6-7, as one frozen, validated object.
+"""Retrieval settings: kb.yaml's ``search:`` section, one validated, frozen object.
 
-    setting                          default  what it does
-    vector_top_k                     8        children the vector channel returns
-    keyword_top_k                    8        children the keyword (full-text) channel returns
-    min_vector_similarity            0.45     vector gate: cosine similarity below it is dropped
-    keyword_relative_score_floor     0.35     keyword gate: BM25 below floor × the best score is dropped
-    rrf_k                            60       reciprocal rank fusion constant: 1 / (k + rank)
-    candidate_top_k                  10       fused children kept for elevation
-    final_top_k                      5        parent blocks returned
-    extra_hit_boost                  0.12     parent boost per extra child hit ...
-    max_extra_hits                   3        ... counting at most this many (0.12 × 3 = 0.36)
-    multi_channel_boost              0.10     parent boost when its hits came through both channels
-    parent_evidence_max_chars        2200     evidence text of one parent, at most
-    total_evidence_max_chars         5200     evidence text of all parents together, at most
-    hit_preview_chars                140      characters of each child hit shown with its parent
-    max_unknown_token_share          0.25     vector channel abstains when more of the query's
-                                              tokens are unknown ([UNK]) to the embedding model
+    setting                              default  what it does
+    vector_top_k                         8        children the vector channel returns
+    keyword_top_k                        8        children the keyword (full-text) channel returns
+    min_vector_similarity                0.0      vector gate, absolute: cosine below it is dropped
+    vector_relative_floor                0.0      vector gate, relative (see below)
+    keyword_relative_score_floor         0.35     keyword gate: BM25 below floor × the best score is dropped
+    rrf_k                                60       reciprocal rank fusion constant: w / (k + rank)
+    vector_weight, keyword_weight        1.0      each channel's weight w in the fusion
+    candidate_top_k                      10       fused children kept for elevation
+    final_top_k                          5        parent blocks returned (per sub-question)
+    extra_hit_boost                      0.12     parent boost per extra child hit ...
+    max_extra_hits                       3        ... counting at most this many (0.12 × 3 = 0.36)
+    multi_channel_boost                  0.10     parent boost when its hits came through both channels
+    parent_evidence_max_chars            2200     evidence of one parent, at most
+    per_subquestion_evidence_max_chars   2200     evidence of one sub-question's parents (when split)
+    total_evidence_max_chars             5200     evidence of all parents together, at most
+    hit_preview_chars                    140      characters of each matched child in the snippets
+    max_hit_snippets                     3        matched children listed under a parent, at most
+    max_unknown_token_share              0.25     vector channel abstains when more of the query's
+                                                  tokens are unknown ([UNK]) to the embedding model
+    max_sub_questions                    4        a compound question is split into at most this
+                                                  many (with an LLM configured; 0 or 1: never)
+    rerank_candidates                    20       parents sent to the reranker (with ``rerank:``)
 
-All but the last come from seed 003. The last is ours: an English-only model (the default
-all-MiniLM-L6-v2) reads a Chinese query as a row of [UNK]s, and its vector then "matches"
-every mostly-[UNK] chunk with similarity ~0.5, above the 0.45 gate; RRF would rank that
-noise level with the keyword channel's real matches.
+The seed's vector gate (``min_vector_similarity`` 0.45) was set for one model; cosine
+similarities of other models live on other scales (all-MiniLM-L6-v2's answers score 0.3 to
+0.6, multilingual-e5's unrelated text 0.75), so a fixed number silences one model's channel
+and lets all of another's noise through. The relative gate compares each hit with the
+query's own scale: ``baseline`` is the query's similarity to the mean vector of the table
+(its expected similarity to an arbitrary chunk) and a hit is kept when
+
+    similarity - baseline >= vector_relative_floor × (best similarity - baseline)
+
+so 0 keeps every hit better than an arbitrary chunk, and 1 only the best. The absolute
+floor stays for users who calibrated one for their model (0.0: effectively off).
+
+``max_unknown_token_share`` is ours: an English-only model reads a Chinese query as a row
+of [UNK]s, and its vector then "matches" every mostly-[UNK] chunk.
 
 parent score = best child score × (1 + extra_hit_boost × min(extra hits, max_extra_hits)
 + multi_channel_boost × multi-channel weight): at most +46 % with the defaults.
 
-``kb.yaml`` holds the same keys under ``search:`` (validated by ``kbconfig.SearchConfig``);
-they do not change a KB's ``strategy_version``: the same index serves any setting.
+These settings do not change a KB's ``strategy_version``: the same index serves any of them.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from corpus_pipeline.errors import ConfigError
 
-# (minimum, maximum) of every setting; kbconfig.SearchConfig states the same bounds.
-BOUNDS: dict[str, tuple[float, float]] = {
-    "vector_top_k": (0, 1000),
-    "keyword_top_k": (0, 1000),
-    "min_vector_similarity": (-1.0, 1.0),
-    "keyword_relative_score_floor": (0.0, 1.0),
-    "rrf_k": (0, 10_000),
-    "candidate_top_k": (1, 1000),
-    "final_top_k": (1, 1000),
-    "extra_hit_boost": (0.0, 10.0),
-    "max_extra_hits": (0, 100),
-    "multi_channel_boost": (0.0, 10.0),
-    "parent_evidence_max_chars": (1, 10_000_000),
-    "total_evidence_max_chars": (1, 100_000_000),
-    "hit_preview_chars": (0, 100_000),
-    "max_unknown_token_share": (0.0, 1.0),
-}
 
+class SearchSettings(BaseModel):
+    """The knobs of hybrid search with parent elevation (see the module docstring)."""
 
-@dataclass(frozen=True, kw_only=True)
-class SearchSettings:
-    """The knobs of hybrid search with parent elevation (seed 003 defaults)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    vector_top_k: int = 8
-    keyword_top_k: int = 8
-    min_vector_similarity: float = 0.45
-    keyword_relative_score_floor: float = 0.35
-    rrf_k: int = 60
-    candidate_top_k: int = 10
-    final_top_k: int = 5
-    extra_hit_boost: float = 0.12
-    max_extra_hits: int = 3
-    multi_channel_boost: float = 0.10
-    parent_evidence_max_chars: int = 2200
-    total_evidence_max_chars: int = 5200
-    hit_preview_chars: int = 140
-    max_unknown_token_share: float = 0.25
+    vector_top_k: int = Field(8, ge=0, le=1000)
+    keyword_top_k: int = Field(8, ge=0, le=1000)
+    min_vector_similarity: float = Field(0.0, ge=-1.0, le=1.0)
+    vector_relative_floor: float = Field(0.0, ge=0.0, le=1.0)
+    keyword_relative_score_floor: float = Field(0.35, ge=0.0, le=1.0)
+    rrf_k: int = Field(60, ge=0, le=10_000)
+    vector_weight: float = Field(1.0, ge=0.0, le=100.0)
+    keyword_weight: float = Field(1.0, ge=0.0, le=100.0)
+    candidate_top_k: int = Field(10, ge=1, le=1000)
+    final_top_k: int = Field(5, ge=1, le=1000)
+    extra_hit_boost: float = Field(0.12, ge=0.0, le=10.0)
+    max_extra_hits: int = Field(3, ge=0, le=100)
+    multi_channel_boost: float = Field(0.10, ge=0.0, le=10.0)
+    parent_evidence_max_chars: int = Field(2200, ge=1, le=10_000_000)
+    per_subquestion_evidence_max_chars: int = Field(2200, ge=1, le=10_000_000)
+    total_evidence_max_chars: int = Field(5200, ge=1, le=100_000_000)
+    hit_preview_chars: int = Field(140, ge=0, le=100_000)
+    max_hit_snippets: int = Field(3, ge=0, le=100)
+    max_unknown_token_share: float = Field(0.25, ge=0.0, le=1.0)
+    max_sub_questions: int = Field(4, ge=0, le=10)
+    rerank_candidates: int = Field(20, ge=1, le=1000)
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            lo, hi = BOUNDS[f.name]
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"search.{f.name} = {value!r}: must be a number between {lo} and {hi}.")
-            if f.type in ("int", int) and not isinstance(value, int):
-                raise ConfigError(f"search.{f.name} = {value!r}: must be a whole number between {lo} and {hi}.")
-            if not lo <= value <= hi:
-                raise ConfigError(f"search.{f.name} = {value!r} is out of range: allowed {lo}..{hi}.")
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise settings_error(exc) from None
+
+    @model_validator(mode="after")
+    def _one_channel_at_least(self) -> SearchSettings:
         if self.vector_top_k == 0 and self.keyword_top_k == 0:
-            raise ConfigError(
-                "search.vector_top_k and search.keyword_top_k are both 0: at least one channel must return hits."
-            )
+            raise ValueError("vector_top_k and keyword_top_k are both 0: at least one channel must return hits")
+        return self
 
     @classmethod
     def from_mapping(cls, values: Any) -> SearchSettings:
-        """From ``kbconfig.SearchConfig`` (or any mapping / object with the same keys)."""
+        """From a mapping with these keys (or a ``SearchSettings``); None: the defaults."""
         if values is None:
             return cls()
-        if hasattr(values, "model_dump"):
-            values = values.model_dump()
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"unknown search setting(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}.")
+        if isinstance(values, SearchSettings):
+            return values
         return cls(**dict(values))
 
     def with_(self, **changes: Any) -> SearchSettings:
-        """A copy with some settings changed (``None`` values are ignored)."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        """A copy with some settings changed (``None`` values are ignored), validated."""
+        return SearchSettings(**{**self.model_dump(), **{k: v for k, v in changes.items() if v is not None}})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump()
+
+
+def settings_error(exc: ValidationError) -> ConfigError:
+    """A ``ConfigError`` naming every bad ``search.`` key, its value and what is allowed."""
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        where = f"search.{key}" if key else "search"
+        if err["type"] == "extra_forbidden":
+            allowed = ", ".join(SearchSettings.model_fields)
+            lines.append(f"unknown search setting {where}; allowed: {allowed}.")
+        elif key:
+            lines.append(f"{where} = {err.get('input')!r}: {err['msg']}.")
+        else:
+            lines.append(f"{where}: {err['msg'].removeprefix('Value error, ')}.")
+    return ConfigError("\n".join(lines))

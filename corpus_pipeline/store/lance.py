@@ -12,6 +12,7 @@ full-text index on ``text``; search handles both.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from typing import Any
 
@@ -29,9 +30,11 @@ os.environ.setdefault("LANCE_LOG", "error")
 VECTOR_INDEX_MIN_ROWS = 200_000
 #: Bump when the table's layout or indexing changes: every version's table is then stale
 #: (``corpus_pipeline.freshness``) and rebuilt by the next ``corpus index`` or sensor tick.
-SEARCH_TABLE_VERSION = "2"  # 2: keyword_text column (CJK bigrams) carries the FTS index
+SEARCH_TABLE_VERSION = "3"  # 2: keyword_text column (CJK bigrams) carries the FTS index; 3: vector mean
 # The analysed text the keyword channel searches (beside the search_schema columns).
 KEYWORD_COLUMN = "keyword_text"
+#: Schema metadata key: the mean of the table's vectors, as JSON (the vector gate's baseline).
+VECTOR_MEAN_KEY = b"corpus.vector_mean"
 
 
 def connect(layout: Layout) -> Any:
@@ -67,6 +70,9 @@ def write_search_table(layout: Layout, kb: str, version: str, chunks: pa.Table, 
     table = table.append_column(
         KEYWORD_COLUMN, pa.array([keyword_text(t or "") for t in table.column("text").to_pylist()], pa.string())
     )
+    if len(table):
+        mean = np.asarray(vectors, dtype=np.float64).mean(axis=0)
+        table = table.replace_schema_metadata({VECTOR_MEAN_KEY: json.dumps([round(float(x), 7) for x in mean])})
     db = connect(layout)
     name = search_table_name(kb, version)
     exists = name in list_table_names(db)
@@ -82,6 +88,17 @@ def write_search_table(layout: Layout, kb: str, version: str, chunks: pa.Table, 
         if len(table) >= VECTOR_INDEX_MIN_ROWS:
             tbl.create_index("vector", metric="cosine", replace=True)
     return len(table)
+
+
+def vector_mean(table: Any) -> np.ndarray | None:
+    """The mean of a search table's vectors (stored when it was written); None if absent."""
+    raw = (table.schema.metadata or {}).get(VECTOR_MEAN_KEY)
+    if not raw:
+        return None
+    try:
+        return np.asarray(json.loads(raw), dtype=np.float32)
+    except (ValueError, TypeError):
+        return None
 
 
 def list_table_names(db: Any) -> list[str]:

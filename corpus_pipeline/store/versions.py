@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from corpus_pipeline.embedding.settings import EmbeddingConfig
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import KBConfig, KnowledgeBase, kb_from_config
 from corpus_pipeline.store.layout import Layout
@@ -115,6 +116,23 @@ def version_info(layout: Layout, kb: str, version: str) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def version_embedding(layout: Layout, kb: str, version: str, current: EmbeddingConfig | None = None) -> EmbeddingConfig:
+    """The embedding model that embedded ``version``: its vectors must be searched with it.
+
+    ``current`` (kb.yaml's section now) is used when it names the same vectors (same model,
+    prefixes, window, tokenizer): it may point at a moved endpoint or another device.
+    Otherwise the section registered with the version; ``current`` or the default when the
+    version is not registered here.
+    """
+    registered = (version_info(layout, kb, version).get("config") or {}).get("embedding")
+    if registered is None:
+        return current or EmbeddingConfig()
+    then = EmbeddingConfig.model_validate(registered)
+    if current is not None and (current.vector_key, current.version_input()) == (then.vector_key, then.version_input()):
+        return current
+    return then
 
 
 def versions_by_age(layout: Layout, kb: str) -> list[str]:

@@ -10,7 +10,7 @@ from dagster import DagsterInstance, instance_for_test
 from assets.definitions import build_definitions
 from assets.runner import index_kb
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.retrieval import search
+from corpus_pipeline.retrieval import search_children
 from corpus_pipeline.store.lance import open_search_table
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.versions import active_version, register_version
@@ -83,9 +83,11 @@ def test_a_tiny_kb_is_indexed_end_to_end_and_a_rerun_duplicates_nothing(tiny_kb,
         assert open_search_table(layout, "tiny", version).count_rows() == summary.child_chunks
         assert len(instance.get_runs()) == runs_before + 2  # both runs are on the instance
 
-        hits = search(layout, "tiny", version, "which port does the web console use", model="all-MiniLM-L6-v2")
+        hits = search_children(
+            layout, "tiny", version, "which port does the web console use", embedding="all-MiniLM-L6-v2"
+        )
         assert "8443" in hits[0].text
-        hits = search(layout, "tiny", version, "扩容", model="all-MiniLM-L6-v2")
+        hits = search_children(layout, "tiny", version, "扩容", embedding="all-MiniLM-L6-v2")
         assert any("16 个实例" in h.text and "keyword" in h.channels for h in hits)
 
 

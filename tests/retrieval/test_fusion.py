@@ -78,3 +78,21 @@ def test_rrf_keeps_the_best_limit_candidates_and_breaks_ties_by_rank_then_id():
 def test_a_child_named_twice_by_one_channel_counts_once_at_its_best_rank():
     fused = rrf_fuse({"keyword": [ChannelHit("a", 3.0), ChannelHit("a", 2.0)]}, k=60, limit=5)
     assert [(f.chunk_id, f.score) for f in fused] == [("a", 1 / 61)]
+
+
+def test_the_relative_vector_gate_keeps_hits_above_the_querys_own_scale():
+    hits = [ChannelHit("a", 0.90), ChannelHit("b", 0.86), ChannelHit("c", 0.80), ChannelHit("d", 0.76)]
+    # e5-like scale: an arbitrary chunk scores 0.78 for this query
+    assert [h.chunk_id for h in gate_vector(hits, 0.0, 0.0, baseline=0.78)] == ["a", "b", "c"]
+    assert [h.chunk_id for h in gate_vector(hits, 0.0, 0.5, baseline=0.78)] == ["a", "b"]
+    assert gate_vector(hits, 0.0, 0.0, baseline=0.95) == []  # nothing beats an arbitrary chunk
+    assert [h.chunk_id for h in gate_vector(hits, 0.85, 0.0)] == ["a", "b"]  # the absolute floor, no baseline
+
+
+def test_channel_weights_scale_their_rrf_contributions():
+    v = [ChannelHit("a", 0.9)]
+    k = [ChannelHit("b", 9.0)]
+    even = rrf_fuse({"vector": v, "keyword": k}, k=60, limit=5)
+    assert [f.chunk_id for f in even] == ["a", "b"]  # a tie, broken by chunk id
+    weighted = rrf_fuse({"vector": v, "keyword": k}, k=60, limit=5, weights={"keyword": 2.0})
+    assert [f.chunk_id for f in weighted] == ["b", "a"] and weighted[0].score == pytest.approx(2 / 61)

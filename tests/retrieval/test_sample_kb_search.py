@@ -61,7 +61,7 @@ def zh_kb(tmp_path_factory):
 )
 def test_chinese_questions_find_their_runbook_through_the_keyword_channel(zh_kb, query, doc, must_contain):
     layout, version, _ = zh_kb
-    res = search_kb(layout, "ops-runbook-zh", version, query, model=MODEL)
+    res = search_kb(layout, "ops-runbook-zh", version, query, embedding=MODEL)
     top = res.results[0]
     assert top.doc_path == doc and must_contain in top.text
     assert "keyword" in top.channels
@@ -70,7 +70,8 @@ def test_chinese_questions_find_their_runbook_through_the_keyword_channel(zh_kb,
 
 def test_the_bundled_questions_are_answered_within_the_five_returned_parents(zh_kb):
     layout, version, _ = zh_kb
-    report = evaluate_version(layout, "ops-runbook-zh", version, SAMPLE / "questions.jsonl", model=MODEL)
+    kb = resolve_kb(layout.kb_dir("ops-runbook-zh"))
+    report = evaluate_version(layout, kb, version, SAMPLE / "questions.jsonl")
     s = report.summary()
     assert report.notes == []  # every reference span matches the canonical text exactly
     assert s["questions"] == 15 and s["hit_rate"] >= 0.9 and s["parent_recall"] >= 0.9

@@ -5,33 +5,30 @@ from __future__ import annotations
 import pytest
 
 from corpus_pipeline.errors import ConfigError
-from corpus_pipeline.kbconfig import KBConfig, SearchConfig, kb_from_config
+from corpus_pipeline.kbconfig import KBConfig, kb_from_config
 from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.versioning import strategy_version
 
 
-def test_the_defaults_are_the_numbers_of_seed_003():
-    assert SearchSettings().to_dict() == {
-        "vector_top_k": 8,
-        "keyword_top_k": 8,
-        "min_vector_similarity": 0.45,
-        "keyword_relative_score_floor": 0.35,
-        "rrf_k": 60,
-        "candidate_top_k": 10,
+def test_the_seeds_budgets_and_boosts_are_the_defaults():
+    s = SearchSettings()
+    seed = {
         "final_top_k": 5,
         "extra_hit_boost": 0.12,
         "max_extra_hits": 3,
         "multi_channel_boost": 0.10,
         "parent_evidence_max_chars": 2200,
+        "per_subquestion_evidence_max_chars": 2200,
         "total_evidence_max_chars": 5200,
         "hit_preview_chars": 140,
-        "max_unknown_token_share": 0.25,  # ours, not the seed's: see retrieval.settings
     }
+    assert {k: getattr(s, k) for k in seed} == seed
 
 
-def test_kb_yaml_search_section_has_the_same_keys_and_defaults():
-    assert SearchConfig().model_dump() == SearchSettings().to_dict()
-    assert SearchSettings.from_mapping(KBConfig.model_validate({"search": {"rrf_k": 10}}).search).rrf_k == 10
+def test_kb_yaml_search_section_is_the_settings_object():
+    cfg = KBConfig.model_validate({"search": {"rrf_k": 10}})
+    assert isinstance(cfg.search, SearchSettings) and cfg.search.rrf_k == 10
+    assert SearchSettings.from_mapping({"rrf_k": 10}) == cfg.search
 
 
 @pytest.mark.parametrize(
@@ -53,9 +50,10 @@ def test_out_of_range_or_unknown_search_keys_are_refused(raw, message):
     [
         (
             {"keyword_relative_score_floor": 1.2},
-            r"search.keyword_relative_score_floor = 1.2 is out of range: allowed 0.0..1.0",
+            r"search.keyword_relative_score_floor = 1.2: Input should be less than or equal to 1",
         ),
-        ({"final_top_k": 2.5}, r"search.final_top_k = 2.5: must be a whole number"),
+        ({"final_top_k": 2.5}, r"search.final_top_k = 2.5: Input should be a valid integer"),
+        ({"vector_topk": 3}, r"unknown search setting search.vector_topk; allowed: vector_top_k"),
         ({"vector_top_k": 0, "keyword_top_k": 0}, r"both 0"),
     ],
 )

@@ -1,7 +1,7 @@
 """A local OpenAI-compatible HTTP server for tests: scripted, deterministic, recording.
 
 Serves ``POST /v1/chat/completions`` (and any other ``/v1/...`` path a handler wants, e.g.
-``/v1/embeddings``) on ``127.0.0.1`` with an ephemeral port, in a thread. What it answers:
+``/v1/embeddings``: ``server.handler = embeddings_handler()``) on ``127.0.0.1`` with an ephemeral port, in a thread. What it answers:
 
 * ``server.queue(reply, ...)``: replies used in order, one per request;
 * ``server.handler = fn``: ``fn(request) -> Reply`` when the queue is empty;
@@ -86,6 +86,17 @@ class Reply:
         )
 
     @staticmethod
+    def embeddings(vectors: list[list[float]], model: str = "test-embed") -> Reply:
+        return Reply.json(
+            {
+                "object": "list",
+                "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+                "model": model,
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
+        )
+
+    @staticmethod
     def error(status: int = 500, message: str = "internal error") -> Reply:
         return Reply.json({"error": {"message": message, "type": "server_error", "code": status}}, status)
 
@@ -98,6 +109,40 @@ class Reply:
 
 
 Handler = Callable[[Request], Reply]
+
+
+def hashed_vector(text: str, dim: int = 64) -> list[float]:
+    """A deterministic vector of ``text``: its words and CJK character bigrams hashed into
+    ``dim`` buckets (texts that share terms are similar, like a real model's, crudely)."""
+    import hashlib
+    import re
+
+    terms = re.findall(r"[a-z0-9]+", text.lower())
+    for run in re.findall(r"[\u4e00-\u9fff]+", text):
+        terms += [run[i : i + 2] for i in range(max(1, len(run) - 1))]
+    vec = [0.0] * dim
+    for term in terms:
+        h = int.from_bytes(hashlib.blake2b(term.encode(), digest_size=8).digest(), "big")
+        vec[h % dim] += 1.0 if (h >> 32) & 1 else -1.0
+    if not any(vec):
+        vec[0] = 1.0
+    return vec
+
+
+def embeddings_handler(dim: int = 64) -> Handler:
+    """A ``/v1/embeddings`` endpoint answering with ``hashed_vector`` of every input (a
+    chat request gets the default chat reply). With ``dimensions`` in the request, vectors
+    have that size (as text-embedding-3 shortens them)."""
+
+    def handle(request: Request) -> Reply:
+        if request.path != "/v1/embeddings" or not isinstance(request.body, dict):
+            return Reply.chat("{}")
+        inputs = request.body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+        size = int(request.body.get("dimensions") or dim)
+        return Reply.embeddings([hashed_vector(t, size) for t in texts], str(request.body.get("model")))
+
+    return handle
 
 
 @dataclass

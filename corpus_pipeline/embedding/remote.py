@@ -1,0 +1,146 @@
+"""Embeddings from any OpenAI-compatible ``/v1/embeddings`` endpoint (vLLM, TEI, Ollama,
+llama.cpp, LocalAI, OpenAI) through the ``openai`` client.
+
+Texts go in batches of ``batch_size``, at most ``max_concurrency`` requests in flight; the
+client retries (``max_retries``) and times out (``timeout_s``). What comes back is not
+trusted: a reply with the wrong number of vectors, vectors of another size than the
+others (or than ``dimensions``), or values that are not finite is an error naming the
+endpoint, never a row in the index. Vectors are L2-normalised here (not every server
+does). Every failure is a ``ModelError`` with keys masked.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from corpus_pipeline.embedding.models import model_folder, model_prefixes
+from corpus_pipeline.embedding.settings import EmbeddingConfig
+from corpus_pipeline.errors import ModelError
+from corpus_pipeline.llm.client import mask_secrets
+
+ENV_BASE_URL = "OPENAI_BASE_URL"
+
+
+class OpenAIEmbedder:
+    """An embedding model behind an OpenAI-compatible HTTP endpoint."""
+
+    def __init__(self, config: EmbeddingConfig, *, env: Mapping[str, str] | None = None) -> None:
+        from openai import OpenAI
+
+        env = os.environ if env is None else env
+        self.config = config
+        self.base_url = config.base_url or env.get(ENV_BASE_URL) or None
+        self.model_name = config.vector_key
+        self.batch_size = config.batch_size
+        folder = model_folder(config.tokenizer) if config.tokenizer and config.tokenizer != "estimate" else None
+        self.query_prefix, self.passage_prefix = model_prefixes(
+            config.model, folder, query=config.query_prefix, passage=config.passage_prefix
+        )
+        self._dimension = config.dimensions
+        self._key = env.get(config.api_key_env) or ""
+        self._client = OpenAI(
+            base_url=self.base_url,
+            # Local servers accept any key; the openai package insists on one.
+            api_key=self._key or "not-needed",
+            timeout=config.timeout_s,
+            max_retries=config.max_retries,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(model={self.config.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def where(self) -> str:
+        return f"embedding endpoint {self.base_url or 'https://api.openai.com/v1'} (model {self.config.model!r})"
+
+    @property
+    def dimension(self) -> int:
+        """The vector size: ``embedding.dimensions``, else asked of the endpoint once."""
+        if self._dimension is None:
+            self._dimension = int(self._request(["dimension probe"]).shape[1])
+        return self._dimension
+
+    def _mask(self, message: str, limit: int = 500) -> str:
+        """``message`` without the key (whatever it looks like) or anything key-like."""
+        if len(self._key) >= 4:
+            message = message.replace(self._key, "***")
+        return mask_secrets(message, limit)
+
+    def _request(self, texts: Sequence[str]) -> np.ndarray:
+        import openai
+
+        params: dict[str, Any] = {"encoding_format": "float"}
+        if self.config.dimensions is not None:
+            params["dimensions"] = self.config.dimensions
+        try:
+            response = self._client.embeddings.create(
+                model=self.config.model, input=[t or " " for t in texts], **params
+            )
+        except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
+            raise ModelError(f"{self.where} failed: {type(exc).__name__}: {self._mask(str(exc))}") from exc
+        except Exception as exc:  # a body the client cannot read: untrusted input, never a crash
+            raise ModelError(
+                f"{self.where} returned an unreadable response: {type(exc).__name__}: {self._mask(str(exc), 200)}"
+            ) from exc
+        return self._vectors(getattr(response, "data", None), len(texts))
+
+    def _vectors(self, data: Any, n: int) -> np.ndarray:
+        if not isinstance(data, list) or len(data) != n:
+            got = len(data) if isinstance(data, list) else type(data).__name__
+            raise ModelError(f"{self.where} returned {got} vectors for {n} texts")
+        rows: list[Any] = [None] * n
+        for pos, item in enumerate(data):
+            index = getattr(item, "index", pos)
+            if not isinstance(index, int) or not 0 <= index < n or rows[index] is not None:
+                raise ModelError(f"{self.where} returned a vector with a bad or repeated index {index!r}")
+            rows[index] = getattr(item, "embedding", None)
+        sizes = {len(r) if isinstance(r, list) else -1 for r in rows}
+        if len(sizes) != 1 or -1 in sizes or 0 in sizes:
+            raise ModelError(f"{self.where} returned vectors of sizes {sorted(sizes)}: not one list of numbers each")
+        size = sizes.pop()
+        want = self._dimension
+        if want is not None and size != want:
+            raise ModelError(
+                f"{self.where} returned {size}-dimensional vectors, expected {want} "
+                "(embedding.dimensions, or the size of the vectors it returned before)"
+            )
+        try:
+            vecs = np.asarray(rows, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise ModelError(f"{self.where} returned vectors that are not numbers: {exc}") from exc
+        norms = np.linalg.norm(vecs, axis=1)
+        if not np.all(np.isfinite(vecs)) or not np.all(norms > 0) or not all(math.isfinite(x) for x in norms):
+            raise ModelError(f"{self.where} returned vectors with NaN, infinite or all-zero values")
+        return np.asarray(vecs / norms[:, None], dtype=np.float32)
+
+    def _encode(self, texts: Sequence[str], prefix: str) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        batches = [[prefix + t for t in texts[i : i + self.batch_size]] for i in range(0, len(texts), self.batch_size)]
+        workers = min(self.config.max_concurrency, len(batches))
+        if workers <= 1:
+            parts = [self._request(b) for b in batches]
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embed") as pool:
+                parts = list(pool.map(self._request, batches))
+        sizes = {p.shape[1] for p in parts}
+        if len(sizes) != 1:
+            raise ModelError(f"{self.where} returned vectors of different sizes across batches: {sorted(sizes)}")
+        self._dimension = self._dimension or sizes.pop()
+        return np.concatenate(parts)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Passage vectors (what the index stores)."""
+        return self._encode(texts, self.passage_prefix)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, self.query_prefix)
+
+    def close(self) -> None:
+        self._client.close()

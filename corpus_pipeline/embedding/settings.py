@@ -1,0 +1,95 @@
+"""``embedding:`` in kb.yaml: which model embeds a KB, where it runs, how it reads text.
+
+    embedding:
+      provider: sentence-transformers   # or openai (any OpenAI-compatible /v1/embeddings)
+      model: multilingual-e5-small      # a packaged model, a local folder, or a hub name
+      device: auto                      # auto (CUDA, then Apple MPS, then CPU) | cpu | cuda | cuda:1 | mps
+      batch_size: 32
+      # query_prefix / passage_prefix: the model's own when unset (e5: "query: " / "passage: ")
+      # max_tokens: the model's input window, special tokens and the passage prefix included
+      # tokenizer: what counts tokens for a remote model: a local model folder, a tokenizer.json,
+      #            a packaged model's name, or "estimate" (see embedding.tokens.EstimateTokenCounter)
+
+    embedding:                           # a remote model
+      provider: openai
+      base_url: http://gpu-box:8000/v1   # unset: $OPENAI_BASE_URL, then api.openai.com
+      api_key_env: EMBEDDING_API_KEY     # the variable that holds the key (never the key itself)
+      model: BAAI/bge-m3
+      dimensions: 1024                   # sent to endpoints that shorten vectors (text-embedding-3)
+      max_concurrency: 4                 # requests in flight
+      timeout_s: 60
+      max_retries: 2
+
+What shapes the chunks and vectors (provider, model, dimensions, passage prefix, window and
+tokenizer) enters the strategy version (``version_input``); batch size, device, endpoint,
+concurrency and the query prefix do not: the same index serves any of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_PROVIDER = "sentence-transformers"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+ESTIMATE = "estimate"
+
+Provider = Literal["sentence-transformers", "openai"]
+
+
+class EmbeddingConfig(BaseModel):
+    """kb.yaml's ``embedding:`` section, validated (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: Provider = "sentence-transformers"
+    model: str = Field("all-MiniLM-L6-v2", min_length=1, max_length=500)
+    batch_size: int = Field(32, ge=1, le=2048)
+    device: str = Field("auto", pattern=r"^(auto|cpu|mps|cuda(:\d{1,2})?)$")
+    query_prefix: str | None = Field(None, max_length=500)
+    passage_prefix: str | None = Field(None, max_length=500)
+    max_tokens: int | None = Field(None, ge=16, le=131_072)
+    tokenizer: str | None = Field(None, min_length=1, max_length=1000)
+    base_url: str | None = Field(None, min_length=1, max_length=2000)
+    api_key_env: str = Field(DEFAULT_API_KEY_ENV, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    dimensions: int | None = Field(None, ge=1, le=65_536)
+    timeout_s: float = Field(60, gt=0, le=600)
+    max_retries: int = Field(2, ge=0, le=10)
+    max_concurrency: int = Field(4, ge=1, le=64)
+
+    @property
+    def remote(self) -> bool:
+        return self.provider == "openai"
+
+    @property
+    def vector_key(self) -> str:
+        """The name this model's vectors are cached under: what makes vectors differ
+        (provider, model, dimensions, passage prefix), so another model never reuses one.
+        A local model with its own prefixes is its bare name (the key of the vectors cached
+        before providers existed)."""
+        key = self.model if not self.remote else f"openai:{self.model}"
+        if self.dimensions is not None:
+            key += f"@{self.dimensions}"
+        if self.passage_prefix is not None:
+            key += f"|{self.passage_prefix}"
+        return key
+
+    def version_input(self) -> dict[str, Any]:
+        """What of this section shapes chunks (token counts) and vectors, beyond the model's
+        name (always in the version as ``embedding_model``); {} for a local model with its
+        own prefixes, window and tokenizer, so such versions keep their names."""
+        keys = ("passage_prefix", "max_tokens", "tokenizer", "dimensions")
+        out: dict[str, Any] = {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        if self.provider != DEFAULT_PROVIDER:
+            out["provider"] = self.provider
+        return out
+
+
+def embedding_config(value: EmbeddingConfig | str | None = None) -> EmbeddingConfig:
+    """An ``EmbeddingConfig`` from a config, a bare model name (local), or None (defaults)."""
+    if value is None:
+        return EmbeddingConfig()
+    if isinstance(value, str):
+        return EmbeddingConfig(model=value)
+    return value
