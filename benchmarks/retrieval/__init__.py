@@ -1,0 +1,1 @@
+"""End-to-end retrieval benchmark: ``python -m benchmarks.retrieval PATH ...`` (see ``run.py``)."""
