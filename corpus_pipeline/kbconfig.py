@@ -15,7 +15,7 @@ naming the key and the file: a typo must never fall back silently to a default.
         - match: "contracts/**/*.pdf"
           plan: "PARENT:RECURSIVE;CHILD:RECURSIVE"
     embedding:                   # see corpus_pipeline.embedding.settings
-      model: all-MiniLM-L6-v2    # a packaged model, a local folder, or provider: openai + base_url
+      model: multilingual-e5-small  # a packaged model, a local folder, or provider: openai + base_url
       batch_size: 32
 """
 

@@ -26,7 +26,7 @@ def test_missing_or_empty_kb_yaml_takes_every_default(tmp_path, yaml_text):
     assert (parent.max_chars, parent.overlap_chars) == (2200, 180)  # seed 003 parent defaults
     # children are embedded: sized in the model's tokens unless the KB says otherwise
     assert (child.size_unit, child.max_tokens, child.overlap_tokens) == ("tokens", 240, 32)
-    assert kb.config.embedding.model == "all-MiniLM-L6-v2"
+    assert kb.config.embedding.model == "multilingual-e5-small"
     assert kb.config.include == ["**/*"]
 
 

@@ -29,6 +29,16 @@ INDEX_CONFIGS: dict[str, Config] = {
 
 SEARCH_CONFIGS: dict[str, Config] = {
     "default": {},
+    # seed 003's numbers where the product's defaults differ (8 hits a channel, boosts,
+    # three snippet lines, budgets shared equally), on the product's relative vector gate
+    "seed": {
+        "vector_top_k": 8,
+        "keyword_top_k": 8,
+        "extra_hit_boost": 0.12,
+        "multi_channel_boost": 0.10,
+        "max_hit_snippets": 3,
+        "evidence_fill": "equal",
+    },
     # the absolute vector gate and the keyword gate open. Not every gate: the product's
     # relative vector gate (vector_relative_floor, at least 0: hits below the query's
     # baseline similarity are still dropped) and the vector channel's abstention on queries

@@ -99,7 +99,7 @@ def funnel(home: Path, kb_name: str, limit: int | None, changes: dict[str, Any])
         parents = elevate(searcher.candidates(q.question), searcher.parents, settings)
         hit["parents"] = any(_overlaps(p.doc_path, p.start_offset, p.end_offset, refs) for p in parents)
         result = searcher.search(q.question)
-        hit["evidence"] = any(_overlaps(r.doc_path, r.start_offset, r.end_offset, refs) for r in result.results)
+        hit["evidence"] = any(_overlaps(r.doc_path, a, b, refs) for r in result.results for a, b in r.returned_spans)
         seen: list[str] = []
         for r in vrows:
             if r["parent_id"] not in seen:

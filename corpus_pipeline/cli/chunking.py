@@ -54,7 +54,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--model",
         default=None,
-        help="embedding model whose tokenizer counts tokens (default: the KB's, all-MiniLM-L6-v2)",
+        help="embedding model whose tokenizer counts tokens (default: the KB's, multilingual-e5-small)",
     )
     p.add_argument(
         "--format",

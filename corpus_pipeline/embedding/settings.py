@@ -44,7 +44,7 @@ class EmbeddingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     provider: Provider = "sentence-transformers"
-    model: str = Field("all-MiniLM-L6-v2", min_length=1, max_length=500)
+    model: str = Field("multilingual-e5-small", min_length=1, max_length=500)
     batch_size: int = Field(32, ge=1, le=2048)
     device: str = Field("auto", pattern=r"^(auto|cpu|mps|cuda(:\d{1,2})?)$")
     query_prefix: str | None = Field(None, max_length=500)

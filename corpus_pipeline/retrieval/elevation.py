@@ -60,7 +60,8 @@ class ParentResult:
     """One result: a parent block's evidence and the child hits that brought it in.
 
     ``start_offset``/``end_offset`` is the span of the canonical text that ``text`` covers
-    (a window of the parent when a budget cut it: ``truncated``).
+    (a window of the parent when a budget cut it: ``truncated``; when the cut kept several
+    windows around matched children, ``spans`` lists them and this is their extent).
     """
 
     parent_id: str
@@ -80,6 +81,13 @@ class ParentResult:
     images: int = 0  # images whose description stands in ``text`` in place of their reference
     sub_question: int = 0  # which sub-question found it (0: the question itself)
     rerank_score: float | None = None  # the reranker's score, when one re-ordered the results
+    #: the spans of the canonical text the evidence holds, in order (one unless a budget cut
+    #: the parent to separate windows around its matched children); empty: the whole span
+    spans: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def returned_spans(self) -> tuple[tuple[int, int], ...]:
+        return self.spans or ((self.start_offset, self.end_offset),)
 
     @property
     def channels(self) -> list[str]:

@@ -155,8 +155,8 @@ def load_questions(path: Path) -> list[Question]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{where}: not valid JSON: {exc}") from exc
-        if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not row["question"].strip():
-            raise ConfigError(f"{where}: needs a non-empty string 'question'.")
+        if not isinstance(row, dict) or not isinstance(row.get("question"), str):
+            raise ConfigError(f"{where}: needs a string 'question'.")
         refs = row.get("references")
         if not isinstance(refs, list) or not refs:
             raise ConfigError(f"{where}: needs 'references': a non-empty list of {{doc_path, start, end}}.")
@@ -189,12 +189,15 @@ def load_canonical_texts(layout: Layout, kb: str) -> dict[str, str]:
 def anchor_references(questions: Sequence[Question], texts: Mapping[str, str]) -> tuple[list[Question], list[str]]:
     """Check every reference against the canonical texts; re-anchor drifted ones.
 
-    Returns the questions with usable references only (questions left with none are
-    dropped) and one message per reference that was moved or skipped.
+    Returns the questions with usable references only (questions left with none, and empty
+    questions, are dropped) and one message per reference or question moved or skipped.
     """
     kept: list[Question] = []
     notes: list[str] = []
     for q in questions:
+        if not q.question.strip():  # public sets have a few (CMRC 2018 trial: cmrc-0747)
+            notes.append(f"{q.id}: the question is empty; skipped")
+            continue
         refs = []
         for r in q.references:
             doc = texts.get(r.doc_path)
@@ -232,7 +235,7 @@ def anchor_references(questions: Sequence[Question], texts: Mapping[str, str]) -
 
 def _first_relevant_rank(result: SearchResult, references: Sequence[Span]) -> int | None:
     for rank, r in enumerate(result.results, 1):
-        if span_scores([Span(r.doc_path, r.start_offset, r.end_offset)], references).overlap_chars:
+        if span_scores([Span(r.doc_path, a, b) for a, b in r.returned_spans], references).overlap_chars:
             return rank
     return None
 
@@ -326,7 +329,7 @@ def evaluate(searcher: Searcher, questions: Sequence[Question], *, notes: Sequen
         t = time.perf_counter()
         res = searcher.search(q.question)
         ms = (time.perf_counter() - t) * 1e3
-        parents = [Span(r.doc_path, r.start_offset, r.end_offset) for r in res.results]
+        parents = [Span(r.doc_path, a, b) for r in res.results for a, b in r.returned_spans]
         children = [Span(h.doc_path, h.start_offset, h.end_offset) for r in res.results for h in r.hits]
         report.questions.append(
             QuestionScores(

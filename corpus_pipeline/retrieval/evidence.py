@@ -13,8 +13,9 @@ receives is what is counted): at most ``parent_evidence_max_chars`` per parent, 
 several, at most ``total_evidence_max_chars`` in all. The seed filled the budgets greedily
 (the first two parents took 2200 each and the fifth never fit); here every parent gets an
 equal share of what is left, a short parent's unused share going to the others (water
-filling), so all ``final_top_k`` parents reach the caller, each as a window around its
-matched children when it is too long; but never less than its best matched child and one
+filling), so all ``final_top_k`` parents reach the caller, each cut to a window around its
+matched children when it is too long (to separate windows, joined by "…", when its matched
+children are too far apart for one: the answer is often in the second or third); but never less than its best matched child and one
 snippet line: when that does not fit, the lowest-ranked parents are dropped
 (``dropped_by_budget``) rather than cut to a window that misses what matched.
 """
@@ -128,9 +129,60 @@ def evidence_window(text_len: int, hit_spans: Sequence[tuple[int, int]], max_cha
     return start, start + max_chars
 
 
+#: What joins two windows of one parent in its evidence.
+GAP = "\n…\n"
+
+
+def _segments(text_len: int, hit_spans: Sequence[tuple[int, int]], room: int) -> list[tuple[int, int]]:
+    """Windows of a text of ``text_len`` chars within ``room`` chars (``GAP``s included).
+
+    One window when all the hits fit in one (``evidence_window``); otherwise the hits are
+    taken best first, each whole, while they fit, and what is left of ``room`` widens every
+    window evenly on both sides (windows that meet are merged). A parent whose answer is in
+    its second or third matched child keeps that child instead of losing it to a window
+    centred on the first.
+    """
+    spans = [(max(0, s), min(text_len, e)) for s, e in hit_spans if min(text_len, e) > max(0, s)]
+    if not spans or max(e for _, e in spans) - min(s for s, _ in spans) <= room:
+        return [evidence_window(text_len, spans, room)]
+    chosen: list[tuple[int, int]] = []
+    for span in spans:
+        trial = _merge([*chosen, span])
+        if _cost(trial) <= room:
+            chosen = trial
+    if not chosen:
+        return [evidence_window(text_len, spans[:1], room)]
+    for _ in range(16):  # widen evenly until the room is used (each pass at least halves what is left)
+        left = room - _cost(chosen)
+        pad = left // (2 * len(chosen))
+        if pad <= 0:
+            break
+        chosen = _merge([(max(0, a - pad), min(text_len, b + pad)) for a, b in chosen])
+        if all(a == 0 for a, _ in chosen[:1]) and all(b == text_len for _, b in chosen[-1:]) and len(chosen) == 1:
+            break
+    while _cost(chosen) > room:  # rounding after a merge: trim the last window
+        a, b = chosen[-1]
+        chosen[-1] = (a, b - (_cost(chosen) - room))
+    return chosen
+
+
+def _merge(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1] + len(GAP):
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _cost(spans: Sequence[tuple[int, int]]) -> int:
+    return sum(b - a for a, b in spans) + len(GAP) * max(0, len(spans) - 1)
+
+
 def fit(result: ParentResult, images: Sequence[ImageText], budget: int, settings: SearchSettings) -> ParentResult:
     """``result`` as evidence of at most ``budget`` characters: its text (images in place),
-    cut to a window around its hits when too long, then the matched-children snippets."""
+    cut to windows around its hits when too long, then the matched-children snippets."""
     inside = _images_in(result, images)
     chinese = is_chinese(result.text)
     body, _, _ = render(result.text, inside, 0, len(result.text))
@@ -147,23 +199,29 @@ def fit(result: ParentResult, images: Sequence[ImageText], budget: int, settings
     spans = [(h.start_offset - base, h.end_offset - base) for h in result.hits]
     width = room
     for _ in range(8):
-        a, b = evidence_window(len(result.text), spans, max(0, width))
-        body, a, b = render(result.text, inside, a, b)
+        windows = _segments(len(result.text), spans, max(0, width))
+        rendered = [render(result.text, inside, a, b) for a, b in windows]
+        body = GAP.join(t for t, _, _ in rendered)
         if len(body) <= room:
             break
         width -= len(body) - room
     body = body[:room]
-    start = min(max(result.start_offset, base + a), result.end_offset)
-    end = max(start, min(result.end_offset, base + b))
-    shown = sum(1 for s, e, _ in inside if a <= s <= b)
+    kept = [
+        (min(max(result.start_offset, base + a), result.end_offset), min(result.end_offset, base + b))
+        for _, a, b in rendered
+    ]
+    kept = [(a, max(a, b)) for a, b in kept]
+    first = rendered[0][1]
+    shown = sum(1 for s, _, _ in inside if any(a <= s <= b for _, a, b in rendered))
     return replace(
         result,
         text=body,
         evidence=body + snippets,
-        start_offset=start,
-        end_offset=end,
+        start_offset=kept[0][0],
+        end_offset=kept[-1][1],
+        spans=tuple(kept) if len(kept) > 1 else (),
         truncated=True,
-        overlap_chars=max(0, result.overlap_chars - a),
+        overlap_chars=max(0, result.overlap_chars - first),
         images=shown,
     )
 
@@ -214,10 +272,23 @@ def _needs(result: ParentResult, images: Sequence[ImageText], settings: SearchSe
     return full, min(full, least)
 
 
-def _shares(needs: list[tuple[int, int]], groups: list[int], group_cap: int | None, total: int) -> list[int] | int:
-    """Each result's share: its least, plus an even share of what is left (water filling),
-    within the group caps and the total. When the leasts do not fit, the index of the
-    result to drop (the lowest-ranked of the group, or of all, that overflows)."""
+def greedy_fill(demands: Sequence[int], total: int) -> list[int]:
+    """Shares of ``total`` for ``demands`` in order: each takes all it asks while any is left."""
+    out = []
+    for d in demands:
+        give = max(0, min(d, total))
+        out.append(give)
+        total -= give
+    return out
+
+
+def _shares(
+    needs: list[tuple[int, int]], groups: list[int], group_cap: int | None, total: int, fill: str = "equal"
+) -> list[int] | int:
+    """Each result's share: its least, plus a share of what is left (``fill``: "equal", water
+    filling; "rank", best-ranked first), within the group caps and the total. When the leasts
+    do not fit, the index of the result to drop (the lowest-ranked of the group, or of all,
+    that overflows)."""
     names = list(dict.fromkeys(groups))
     members = {g: [i for i, x in enumerate(groups) if x == g] for g in names}
     cap = group_cap if group_cap is not None else total
@@ -229,10 +300,11 @@ def _shares(needs: list[tuple[int, int]], groups: list[int], group_cap: int | No
     extra_demand = [
         min(cap, sum(needs[i][0] for i in members[g])) - sum(needs[i][1] for i in members[g]) for g in names
     ]
-    group_extra = water_fill(extra_demand, total - sum(least for _, least in needs))
+    share = greedy_fill if fill == "rank" else water_fill
+    group_extra = share(extra_demand, total - sum(least for _, least in needs))
     out = [least for _, least in needs]
     for g, extra in zip(names, group_extra, strict=True):
-        for i, more in zip(members[g], water_fill([needs[i][0] - needs[i][1] for i in members[g]], extra), strict=True):
+        for i, more in zip(members[g], share([needs[i][0] - needs[i][1] for i in members[g]], extra), strict=True):
             out[i] += more
     return out
 
@@ -257,7 +329,9 @@ def apply_budgets(
     group_cap = settings.per_subquestion_evidence_max_chars if multi else None
     needs = [_needs(r, images.get(r.doc_path, ()), settings) for r in kept]
     while True:
-        shares = _shares(needs, [r.sub_question for r in kept], group_cap, settings.total_evidence_max_chars)
+        shares = _shares(
+            needs, [r.sub_question for r in kept], group_cap, settings.total_evidence_max_chars, settings.evidence_fill
+        )
         if isinstance(shares, list):
             break
         dropped.append(kept.pop(shares).parent_id)

@@ -34,7 +34,14 @@ from corpus_pipeline.models import IMAGE_CHUNK_TYPES
 from corpus_pipeline.retrieval.analysis import keyword_text
 from corpus_pipeline.retrieval.elevation import ChildHit, Parent, ParentResult, elevate
 from corpus_pipeline.retrieval.evidence import ImageText, apply_budgets, fit
-from corpus_pipeline.retrieval.fusion import KEYWORD, VECTOR, ChannelHit, gate_keyword, gate_vector, rrf_fuse
+from corpus_pipeline.retrieval.fusion import (
+    KEYWORD,
+    VECTOR,
+    ChannelHit,
+    gate_keyword,
+    gate_vector,
+    rrf_fuse,
+)
 from corpus_pipeline.retrieval.rerank import Reranker, RerankOutcome, rerank_order
 from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.retrieval.subquestions import SubQuestions, split_question
@@ -179,6 +186,7 @@ class SearchResult:
                     "section_path": r.section_path,
                     "start_offset": r.start_offset,
                     "end_offset": r.end_offset,
+                    "spans": [list(span) for span in r.returned_spans],
                     "truncated": r.truncated,
                     "images": r.images,
                     "sub_question": r.sub_question,
@@ -355,12 +363,8 @@ class Searcher:
         khits = gate_keyword(
             [ChannelHit(r["chunk_id"], float(r["_score"])) for r in krows], s.keyword_relative_score_floor
         )
-        fused = rrf_fuse(
-            {VECTOR: vhits, KEYWORD: khits},
-            k=s.rrf_k,
-            limit=s.candidate_top_k,
-            weights={VECTOR: s.vector_weight, KEYWORD: s.keyword_weight},
-        )
+        weights = {VECTOR: s.vector_weight, KEYWORD: s.keyword_weight}
+        fused = rrf_fuse({VECTOR: vhits, KEYWORD: khits}, k=s.rrf_k, limit=s.candidate_top_k, weights=weights)
         out = []
         for f in fused:
             r = rows[f.chunk_id]
@@ -453,7 +457,12 @@ def search_kb(
     top_k: int | None = None,
 ) -> SearchResult:
     """One query against (kb, version) under ``layout`` with the given embedding section
-    (no reranker, no sub-questions: ``Searcher.open`` builds a KB's full configuration)."""
+    (no reranker, no sub-questions: ``Searcher.open`` builds a KB's full configuration).
+    Without ``embedding``, the model that embedded ``version``."""
+    if embedding is None:
+        from corpus_pipeline.store.versions import version_embedding
+
+        embedding = version_embedding(layout, kb, version)
     searcher = Searcher.for_kb(layout, kb, version, embedding=embedding, settings=settings)
     try:
         return searcher.search(query, top_k=top_k)

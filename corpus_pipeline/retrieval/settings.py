@@ -1,8 +1,8 @@
 """Retrieval settings: kb.yaml's ``search:`` section, one validated, frozen object.
 
     setting                              default  what it does
-    vector_top_k                         8        children the vector channel returns
-    keyword_top_k                        8        children the keyword (full-text) channel returns
+    vector_top_k                         20       children the vector channel returns (seed: 8)
+    keyword_top_k                        20       children the keyword (full-text) channel returns (seed: 8)
     min_vector_similarity                0.0      vector gate, absolute: cosine below it is dropped
     vector_relative_floor                0.0      vector gate, relative (see below)
     keyword_relative_score_floor         0.35     keyword gate: BM25 below floor × the best score is dropped
@@ -10,14 +10,16 @@
     vector_weight, keyword_weight        1.0      each channel's weight w in the fusion
     candidate_top_k                      10       fused children kept for elevation
     final_top_k                          5        parent blocks returned (per sub-question)
-    extra_hit_boost                      0.12     parent boost per extra child hit ...
-    max_extra_hits                       3        ... counting at most this many (0.12 × 3 = 0.36)
-    multi_channel_boost                  0.10     parent boost when its hits came through both channels
+    extra_hit_boost                      0.0      parent boost per extra child hit (seed: 0.12) ...
+    max_extra_hits                       3        ... counting at most this many
+    multi_channel_boost                  0.0      parent boost when its hits came through both channels (seed: 0.10)
     parent_evidence_max_chars            2200     evidence of one parent, at most
     per_subquestion_evidence_max_chars   2200     evidence of one sub-question's parents (when split)
     total_evidence_max_chars             5200     evidence of all parents together, at most
     hit_preview_chars                    140      characters of each matched child in the snippets
-    max_hit_snippets                     3        matched children listed under a parent, at most
+    max_hit_snippets                     1        matched children listed under a parent, at most (seed: 3)
+    evidence_fill                        rank     what is left of the budget after each parent's
+                                                  least: "rank" best-ranked parent first, "equal" evenly
     max_unknown_token_share              0.25     vector channel abstains when more of the query's
                                                   tokens are unknown ([UNK]) to the embedding model
     max_sub_questions                    4        a compound question is split into at most this
@@ -40,14 +42,28 @@ floor stays for users who calibrated one for their model (0.0: effectively off).
 of [UNK]s, and its vector then "matches" every mostly-[UNK] chunk.
 
 parent score = best child score × (1 + extra_hit_boost × min(extra hits, max_extra_hits)
-+ multi_channel_boost × multi-channel weight): at most +46 % with the defaults.
++ multi_channel_boost × multi-channel weight).
+
+Why these defaults (``benchmarks/retrieval/RESULTS.md``; COVID-QA 25 documents / 187
+questions and CMRC 2018 trial 256 / 1,001, multilingual-e5-small, product search through
+``corpus eval``): the seed's boosts (0.12 per extra hit, 0.10 for both channels) cost 9
+points of MRR on COVID-QA (0.76 → 0.67) and 2 on CMRC: a parent with several middling hits
+overtook the one with the best hit. Filling the evidence budget best-ranked parent first
+(after every parent got its best child) found the answer for 4 more points of COVID-QA
+questions than equal shares (0.877 against 0.834 hit rate): English children are ~900
+characters, so an equal 1,040-character share held one child and the answer was often in
+the top parent's second. Three snippet lines per parent cost 2 points (their characters
+come out of the same budget). 8 hits per channel left the README demo's CPU runbook found by
+one channel each (ranked under a document found sixth and eighth by both); 20 give it
+both channels and change COVID-QA and CMRC by less than a question. RRF k (10, 20, 60)
+and channel weights (2:1 either way) changed nothing beyond a question.
 
 These settings do not change a KB's ``strategy_version``: the same index serves any of them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -59,24 +75,25 @@ class SearchSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    vector_top_k: int = Field(8, ge=0, le=1000)
-    keyword_top_k: int = Field(8, ge=0, le=1000)
+    vector_top_k: int = Field(20, ge=0, le=1000)
+    keyword_top_k: int = Field(20, ge=0, le=1000)
     min_vector_similarity: float = Field(0.0, ge=-1.0, le=1.0)
     vector_relative_floor: float = Field(0.0, ge=0.0, le=1.0)
     keyword_relative_score_floor: float = Field(0.35, ge=0.0, le=1.0)
+    evidence_fill: Literal["equal", "rank"] = "rank"
     rrf_k: int = Field(60, ge=0, le=10_000)
     vector_weight: float = Field(1.0, ge=0.0, le=100.0)
     keyword_weight: float = Field(1.0, ge=0.0, le=100.0)
     candidate_top_k: int = Field(10, ge=1, le=1000)
     final_top_k: int = Field(5, ge=1, le=1000)
-    extra_hit_boost: float = Field(0.12, ge=0.0, le=10.0)
+    extra_hit_boost: float = Field(0.0, ge=0.0, le=10.0)
     max_extra_hits: int = Field(3, ge=0, le=100)
-    multi_channel_boost: float = Field(0.10, ge=0.0, le=10.0)
+    multi_channel_boost: float = Field(0.0, ge=0.0, le=10.0)
     parent_evidence_max_chars: int = Field(2200, ge=1, le=10_000_000)
     per_subquestion_evidence_max_chars: int = Field(2200, ge=1, le=10_000_000)
     total_evidence_max_chars: int = Field(5200, ge=1, le=100_000_000)
     hit_preview_chars: int = Field(140, ge=0, le=100_000)
-    max_hit_snippets: int = Field(3, ge=0, le=100)
+    max_hit_snippets: int = Field(1, ge=0, le=100)
     max_unknown_token_share: float = Field(0.25, ge=0.0, le=1.0)
     max_sub_questions: int = Field(4, ge=0, le=10)
     rerank_candidates: int = Field(20, ge=1, le=1000)

@@ -16,7 +16,6 @@ from corpus_pipeline.embedding import EmbeddingConfig, open_embedder
 from corpus_pipeline.embedding.remote import OpenAIEmbedder
 from corpus_pipeline.errors import ModelError
 
-
 _opened: list[OpenAIEmbedder] = []
 
 

@@ -26,12 +26,12 @@ def _kb(tmp_path: Path, yaml_text: str):
 def test_defaults_come_from_the_plan_and_the_embedding_model(tmp_path):
     kb = _kb(tmp_path, "chunking:\n  child: {RECURSIVE: {max_chars: 600, overlap_chars: 60}}\n")
     th = resolve_thresholds(kb)
-    assert th.token_limit == 254  # all-MiniLM-L6-v2: max_seq_length 256 - [CLS], [SEP]
+    assert th.token_limit == 507  # multilingual-e5-small: 512 - <s>, </s> and the 3 tokens of "passage: "
     assert th.embedding_dimension == 384
     assert (th.child.default.max_chars, th.child.default.min_chars) == (600, 60)
     assert th.parent.default.max_chars == 2200  # seed 003's parent default
     assert th.child.char_count == {"p50": (30, None), "p95": (None, 600)}
-    assert th.child.token_count == {"p95": (None, 254)}
+    assert th.child.token_count == {"p95": (None, 507)}
     assert th.severity_of("child_token_limit") == "ERROR" and th.severity_of("child_quantiles") == "WARN"
 
 
@@ -119,8 +119,8 @@ def test_invalid_quality_settings_name_the_key_and_the_allowed_values(tmp_path, 
 
 
 def test_a_token_limit_above_the_models_is_refused(tmp_path):
-    kb = _kb(tmp_path, "quality: {token_limit: 300}\n")
-    with pytest.raises(ConfigError, match=r"quality.token_limit = 300 is above the limit .* \(254 tokens\)"):
+    kb = _kb(tmp_path, "quality: {token_limit: 600}\n")
+    with pytest.raises(ConfigError, match=r"quality.token_limit = 600 is above the limit .* \(507 tokens\)"):
         resolve_thresholds(kb)
 
 

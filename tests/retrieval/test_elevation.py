@@ -23,6 +23,9 @@ def parent(pid: str, length: int, start: int = 0, doc: str = "a.md", overlap: in
     return Parent(pid, "x" * length, doc, "S", start, start + length - overlap, overlap)
 
 
+SEED = SearchSettings(extra_hit_boost=0.12, multi_channel_boost=0.10)  # seed 003's boosts
+
+
 @pytest.mark.parametrize(
     ("extra_hits", "channels_hit", "boost"),
     [
@@ -33,8 +36,14 @@ def parent(pid: str, length: int, start: int = 0, doc: str = "a.md", overlap: in
         (7, 2, 0.46),  # extra hits beyond 3 add nothing
     ],
 )
-def test_the_parent_boost_is_capped_at_46_percent(extra_hits, channels_hit, boost):
-    assert parent_boost(extra_hits, channels_hit, SearchSettings()) == pytest.approx(boost)
+def test_the_seeds_parent_boost_is_capped_at_46_percent(extra_hits, channels_hit, boost):
+    assert parent_boost(extra_hits, channels_hit, SEED) == pytest.approx(boost)
+
+
+def test_the_default_parent_boost_is_off():
+    """Measured: the seed's boosts put parents with several middling hits over the one with
+    the best hit (retrieval/settings.py); the default scores a parent by its best child."""
+    assert parent_boost(3, 2, SearchSettings()) == 0.0
 
 
 def test_children_of_one_parent_become_one_result_scored_best_child_times_the_boost():
@@ -44,7 +53,7 @@ def test_children_of_one_parent_become_one_result_scored_best_child_times_the_bo
         child("c3", "P", 0.020, K),
         child("c4", "P", 0.010, V),
     ]
-    results = elevate(children, {"P": parent("P", 100), "Q": parent("Q", 100)}, SearchSettings())
+    results = elevate(children, {"P": parent("P", 100), "Q": parent("Q", 100)}, SEED)
     assert [r.parent_id for r in results] == ["P", "Q"]
     p, q = results
     assert p.score == pytest.approx(0.030 * (1 + 0.12 * 2 + 0.10))

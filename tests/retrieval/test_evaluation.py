@@ -77,7 +77,7 @@ def test_questions_load_from_jsonl(tmp_path):
     ("line", "message"),
     [
         ("{not json", r"q.jsonl:1: not valid JSON"),
-        ('{"question": "", "references": []}', r"q.jsonl:1: needs a non-empty string 'question'"),
+        ('{"question": 3, "references": []}', r"q.jsonl:1: needs a string 'question'"),
         ('{"question": "x"}', r"q.jsonl:1: needs 'references'"),
         (
             '{"question": "x", "references": [{"doc_path": "a", "start": 5, "end": 5}]}',
@@ -90,6 +90,17 @@ def test_a_bad_questions_line_is_refused_with_its_line_number(tmp_path, line, me
     f.write_text(line + "\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=message):
         load_questions(f)
+
+
+def test_an_empty_question_is_skipped_with_a_note_and_the_rest_kept(tmp_path):
+    f = tmp_path / "q.jsonl"
+    f.write_text(
+        '{"id": "blank", "question": " ", "references": [{"doc_path": "a.md", "start": 0, "end": 3}]}\n'
+        '{"id": "ok", "question": "port?", "references": [{"doc_path": "a.md", "start": 0, "end": 3}]}\n',
+        encoding="utf-8",
+    )
+    kept, notes = anchor_references(load_questions(f), {"a.md": "abcdef"})
+    assert [q.id for q in kept] == ["ok"] and notes == ["blank: the question is empty; skipped"]
 
 
 def test_references_are_checked_and_drifted_ones_re_anchored():

@@ -12,6 +12,7 @@ from corpus_pipeline.retrieval.evidence import (
     evidence_window,
     fit,
     format_evidence,
+    greedy_fill,
     render,
     water_fill,
 )
@@ -77,9 +78,11 @@ def test_snippets_are_cut_to_140_characters_and_at_most_max_hit_snippets():
     text = "y" * 1000
     hits = [child(f"c{i}", "P", 0.05 - i * 0.001, i * 200, i * 200 + 180, text="z" * 200) for i in range(5)]
     [r] = one(hits, {"P": Parent("P", text, "a.md", "", 0, 1000)})
-    [out] = apply_budgets([r], S).results
+    [out] = apply_budgets([r], S.with_(max_hit_snippets=3)).results
     lines = out.evidence.split("Matched child passages:\n")[1].split("\n")
     assert lines == [f"child#{i}: " + "z" * 140 for i in (1, 2, 3)]
+    [one_line] = apply_budgets([r], S).results  # the default: one line
+    assert one_line.evidence.split("Matched child passages:\n")[1] == "child#1: " + "z" * 140
 
 
 def test_water_filling_gives_short_parents_what_they_need_and_the_rest_evenly():
@@ -90,10 +93,10 @@ def test_water_filling_gives_short_parents_what_they_need_and_the_rest_evenly():
     assert sum(water_fill([5, 7, 9], 10)) == 10
 
 
-def test_all_five_parents_reach_the_caller_within_5200_characters():
+def test_all_five_parents_reach_the_caller_within_5200_characters_in_equal_shares():
     children = [child(f"c{i}", f"P{i}", 0.05 - i * 0.001, i * 10_000 + 1500, i * 10_000 + 1600) for i in range(5)]
     parents = {f"P{i}": parent(f"P{i}", 3000, start=i * 10_000) for i in range(5)}
-    ev = apply_budgets(one(children, parents), S)
+    ev = apply_budgets(one(children, parents), S.with_(evidence_fill="equal"))
     assert [r.parent_id for r in ev.results] == ["P0", "P1", "P2", "P3", "P4"]
     assert ev.chars <= 5200 and all(len(r.evidence) <= 1040 for r in ev.results)
     for i, r in enumerate(ev.results):  # each window holds its hit
@@ -148,3 +151,52 @@ def test_the_prompt_form_numbers_the_sources():
     [r] = one([child("c1", "P", 0.1)], {"P": Parent("P", "parent text", "a.md", "Intro", 0, 11)})
     [out] = apply_budgets([r], S).results
     assert format_evidence([out]) == "[1] a.md — Intro\nparent text\n\nMatched child passages:\nchild#1: text of c1"
+
+
+def test_matched_children_too_far_apart_for_one_window_each_keep_their_own():
+    """A long parent whose hits are at its start and its end: the evidence holds both
+    children whole, joined by the gap mark, and the spans it returns are exactly the two
+    windows (what corpus eval scores), within the budget."""
+    words = [f"w{i:04d}" for i in range(1200)]  # 6,000 characters
+    text = " ".join(words)
+    p = Parent("P", text, "a.md", "S", 0, len(text))
+    first = child("c1", "P", 0.06, 100, 400, text=text[100:400])
+    far = child("c2", "P", 0.05, 5000, 5300, text=text[5000:5300])
+    [r] = one([first, far], {"P": p})
+    out = fit(r, [], 1000, SearchSettings(max_hit_snippets=0))
+    assert len(out.evidence) <= 1000 and "\n…\n" in out.text
+    assert text[100:400] in out.text and text[5000:5300] in out.text
+    assert len(out.spans) == 2 and out.returned_spans == out.spans
+    (a1, b1), (a2, b2) = out.spans
+    assert a1 <= 100 and b1 >= 400 and a2 <= 5000 and b2 >= 5300
+    assert out.text == text[a1:b1] + "\n…\n" + text[a2:b2]
+    assert (out.start_offset, out.end_offset) == (a1, b2)
+
+
+def test_hits_that_fit_one_window_give_one_contiguous_span():
+    text = "y" * 5000
+    p = Parent("P", text, "a.md", "S", 0, len(text))
+    [r] = one([child("c1", "P", 0.06, 2000, 2200), child("c2", "P", 0.05, 2400, 2600)], {"P": p})
+    out = fit(r, [], 1000, SearchSettings(max_hit_snippets=0))
+    assert out.spans == () and out.returned_spans == ((out.start_offset, out.end_offset),)
+    assert out.start_offset <= 2000 and out.end_offset >= 2600 and len(out.text) == 1000
+
+
+def test_rank_fill_gives_the_best_ranked_parents_their_full_share_and_keeps_all_five():
+    """evidence_fill "rank": every parent its least (best child + one snippet line), then
+    what is left to the best-ranked first, up to the per-parent cap."""
+    settings = S.with_(evidence_fill="rank")
+    children = [child(f"c{i}", f"P{i}", 0.05 - i * 0.001, i * 10_000 + 1500, i * 10_000 + 1600) for i in range(5)]
+    parents = {f"P{i}": parent(f"P{i}", 3000, start=i * 10_000) for i in range(5)}
+    ev = apply_budgets(one(children, parents, settings), settings)
+    sizes = [len(r.evidence) for r in ev.results]
+    assert [r.parent_id for r in ev.results] == ["P0", "P1", "P2", "P3", "P4"]
+    assert sizes[0] == settings.parent_evidence_max_chars and sizes == sorted(sizes, reverse=True)
+    assert ev.chars <= 5200 and min(sizes) >= 200
+    for i, r in enumerate(ev.results):
+        assert r.start_offset <= i * 10_000 + 1500 and r.end_offset >= i * 10_000 + 1600
+
+
+def test_greedy_fill_serves_demands_in_order():
+    assert greedy_fill([2200, 2200, 2200], 5000) == [2200, 2200, 600]
+    assert greedy_fill([100, 2200], 5000) == [100, 2200]
