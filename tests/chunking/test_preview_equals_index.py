@@ -21,6 +21,7 @@ from assets.definitions import build_definitions
 from assets.partitions import kb_version_key
 from assets.runner import register_partitions
 from corpus_pipeline.chunking import registry
+from corpus_pipeline.embedding.tokens import token_counter_for
 from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.models import Chunk, ParentBlock
 from corpus_pipeline.preview import preview_file
@@ -62,7 +63,7 @@ PLANS = [
     ),
     (
         "chars that are too many tokens (re-cut)",
-        "chunking:\n  plan: 'PARENT:RECURSIVE;CHILD:RECURSIVE'\n  child: {RECURSIVE: {max_chars: 1200, overlap_chars: 60}}\n",
+        "chunking:\n  plan: 'PARENT:RECURSIVE;CHILD:RECURSIVE'\n  child: {RECURSIVE: {max_chars: 2000, overlap_chars: 60}}\n",
     ),
     ("sliding windows under recursive parents", "chunking: {plan: 'PARENT:2;CHILD:SLIDING_WINDOW'}\n"),
     ("auto", "chunking: {plan: auto}\n"),
@@ -134,7 +135,7 @@ def test_preview_makes_exactly_the_records_the_index_writes(
         assert shown.chunked.parents == want_parents, f"{label}: parents of {path} differ"
         assert shown.chunked.children == want_children, f"{label}: children of {path} differ"
     # every child fits the model's window: cut again where the plan made it larger
-    assert max(c.token_count for c in children) <= 254
+    assert max(c.token_count for c in children) <= token_counter_for(resolve_kb(kb_dir).config.embedding).max_tokens
     if "re-cut" in label:
         assert any("recut_from_tokens" in c.metadata for c in children)
     assert run.success or label.startswith("strategy STRUCTURE"), label

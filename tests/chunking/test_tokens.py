@@ -8,6 +8,7 @@ import pytest
 
 from chunking.helpers import COUNTER
 from corpus_pipeline.chunking.sizes import SizeMeter
+from corpus_pipeline.embedding.tokens import token_counter_for
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "markdown-5mb"
 
@@ -31,9 +32,13 @@ def test_token_starts_match_on_real_documents() -> None:
 
 
 def test_a_meter_measures_spans_the_way_the_model_counts_them() -> None:
+    """WordPiece (MiniLM): counts add up at word boundaries, so the meter's span counts are
+    the counts of the span texts (SentencePiece models are checked on the chunks themselves:
+    test_preview_equals_index)."""
+    wordpiece = token_counter_for("all-MiniLM-L6-v2")
     text = "The model counts 中文 tokens. Another sentence follows here."
-    m = SizeMeter(text, "tokens", COUNTER)
+    m = SizeMeter(text, "tokens", wordpiece)
     cut = text.index("Another")
-    assert m.measure(0, cut) + m.measure(cut, len(text)) == COUNTER.count(text)
-    assert m.measure(0, cut) == COUNTER.count(text[:cut])
+    assert m.measure(0, cut) + m.measure(cut, len(text)) == wordpiece.count(text)
+    assert m.measure(0, cut) == wordpiece.count(text[:cut])
     assert m.advance(0, len(text), 3) == text.index("中")  # "The model counts" is 3 tokens

@@ -80,14 +80,17 @@ ZH_LONG = (
 
 
 def test_a_chinese_kb_sized_in_characters_indexes_with_chunks_cut_to_fit_the_model(corpus_home):
-    """300 Chinese characters are ~300 tokens of the default model (window 254): the children
-    are cut again, the WARN check says so, the version is built, activated and searchable."""
+    """1,500 Chinese characters are ~1,100 tokens of the default model (window 507): the children
+    are cut again, the WARN check says so, the version is built, activated and searchable
+    (issue 12's KB, whose 300 characters overflowed the former default's 254 tokens)."""
     kb = corpus_home / "kbs" / "zh300"
     kb.mkdir()
-    (kb / "runbook.md").write_text(ZH_LONG, encoding="utf-8")
+    head, tail = ZH_LONG.split("\n\n2.3.1")
+    (kb / "runbook.md").write_text(head + head.split("\n\n")[-1] * 3 + "\n\n2.3.1" + tail, encoding="utf-8")
     (kb / "kb.yaml").write_text(
         "chunking:\n  plan: 'PARENT:STRUCTURE,RECURSIVE;CHILD:RECURSIVE'\n"
-        "  child: {RECURSIVE: {max_chars: 300, overlap_chars: 30}}\n",
+        "  parent: {RECURSIVE: {max_chars: 2200, overlap_chars: 0}}\n"
+        "  child: {RECURSIVE: {max_chars: 1500, overlap_chars: 30}}\n",
         encoding="utf-8",
     )
     env = {**os.environ}
