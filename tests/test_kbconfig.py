@@ -21,9 +21,11 @@ def _kb(tmp_path: Path, yaml_text: str | None, name: str = "kb1") -> Path:
 @pytest.mark.parametrize("yaml_text", [None, "", "# only a comment\n"])
 def test_missing_or_empty_kb_yaml_takes_every_default(tmp_path, yaml_text):
     kb = resolve_kb(_kb(tmp_path, yaml_text))
-    assert kb.plan.snapshot() == "PARENT:RECURSIVE;CHILD:RECURSIVE"
-    parent, child = kb.plan.parent[0].config, kb.plan.child[0].config
-    assert (parent.max_chars, parent.overlap_chars) == (2200, 180)  # seed 003 parent defaults
+    assert kb.plan.snapshot() == "PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE"
+    parent, semantic, child = kb.plan.parent[0].config, kb.plan.child[0].config, kb.plan.child[1].config
+    # a document without headings falls back to seed 003's parent sizes
+    assert (parent.fallback_max_chars, parent.fallback_overlap_chars) == (2200, 180)
+    assert semantic.similarity == "jaccard"  # no model call to find the breakpoints
     # children are embedded: sized in the model's tokens unless the KB says otherwise
     assert (child.size_unit, child.max_tokens, child.overlap_tokens) == ("tokens", 240, 32)
     assert kb.config.embedding.model == "multilingual-e5-small"
@@ -107,6 +109,7 @@ def test_document_overrides_beat_the_kb_plan_first_match_wins(tmp_path):
         _kb(
             tmp_path,
             "chunking:\n"
+            "  plan: 'PARENT:RECURSIVE;CHILD:RECURSIVE'\n"
             "  child: {RECURSIVE: {max_chars: 600, overlap_chars: 60}}\n"
             "  overrides:\n"
             "    - match: 'contracts/**/*.md'\n"
@@ -143,6 +146,7 @@ def test_an_override_changes_only_the_keys_it_sets_merged_into_the_kbs(tmp_path)
         _kb(
             tmp_path,
             "chunking:\n"
+            "  plan: 'PARENT:RECURSIVE;CHILD:RECURSIVE'\n"
             "  child: {RECURSIVE: {max_chars: 500, overlap_chars: 100}}\n"
             "  parent: {RECURSIVE: {max_chars: 3000}}\n"
             "  overrides:\n"
@@ -162,7 +166,7 @@ def test_an_override_is_valid_or_not_once_merged_into_the_kbs_settings(tmp_path)
     ok = resolve_kb(
         _kb(
             tmp_path,
-            "chunking:\n  child: {RECURSIVE: {overlap_chars: 50}}\n"
+            "chunking:\n  plan: 'PARENT:RECURSIVE;CHILD:RECURSIVE'\n  child: {RECURSIVE: {overlap_chars: 50}}\n"
             "  overrides: [{match: '*.md', child: {RECURSIVE: {max_chars: 200}}}]\n",
         )
     )

@@ -30,7 +30,7 @@ def _version(tmp_path: Path, yaml_text: str, name: str = "kb") -> str:
 
 def test_the_default_version_is_readable_and_short(tmp_path):
     v = _version(tmp_path, "")
-    assert re.fullmatch(r"p2-c2-[0-9a-f]{8}", v)
+    assert re.fullmatch(r"p1-c32-[0-9a-f]{8}", v)  # STRUCTURE parents; SEMANTIC, RECURSIVE children
 
 
 def test_the_version_is_stable_across_calls_and_folders(tmp_path):

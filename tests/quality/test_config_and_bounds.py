@@ -24,7 +24,10 @@ def _kb(tmp_path: Path, yaml_text: str):
 
 
 def test_defaults_come_from_the_plan_and_the_embedding_model(tmp_path):
-    kb = _kb(tmp_path, "chunking:\n  child: {RECURSIVE: {max_chars: 600, overlap_chars: 60}}\n")
+    kb = _kb(
+        tmp_path,
+        "chunking:\n  plan: 'PARENT:RECURSIVE;CHILD:RECURSIVE'\n  child: {RECURSIVE: {max_chars: 600, overlap_chars: 60}}\n",
+    )
     th = resolve_thresholds(kb)
     assert th.token_limit == 507  # multilingual-e5-small: 512 - <s>, </s> and the 3 tokens of "passage: "
     assert th.embedding_dimension == 384
