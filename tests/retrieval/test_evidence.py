@@ -185,7 +185,7 @@ def test_hits_that_fit_one_window_give_one_contiguous_span():
 def test_rank_fill_gives_the_best_ranked_parents_their_full_share_and_keeps_all_five():
     """evidence_fill "rank": every parent its least (best child + one snippet line), then
     what is left to the best-ranked first, up to the per-parent cap."""
-    settings = S.with_(evidence_fill="rank")
+    settings = S.with_(evidence_fill="rank", parent_evidence_max_chars=2200)
     children = [child(f"c{i}", f"P{i}", 0.05 - i * 0.001, i * 10_000 + 1500, i * 10_000 + 1600) for i in range(5)]
     parents = {f"P{i}": parent(f"P{i}", 3000, start=i * 10_000) for i in range(5)}
     ev = apply_budgets(one(children, parents, settings), settings)

@@ -15,7 +15,6 @@ def test_the_seeds_budgets_are_the_defaults_and_the_measured_changes_are_written
     seed = {
         "final_top_k": 5,
         "rrf_k": 60,
-        "parent_evidence_max_chars": 2200,
         "per_subquestion_evidence_max_chars": 2200,
         "total_evidence_max_chars": 5200,
         "hit_preview_chars": 140,
@@ -31,6 +30,7 @@ def test_the_seeds_budgets_are_the_defaults_and_the_measured_changes_are_written
         "multi_channel_boost": 0.0,
         "max_hit_snippets": 1,
         "evidence_fill": "rank",
+        "parent_evidence_max_chars": 4000,
         "min_vector_similarity": 0.0,
     }
     assert {k: getattr(s, k) for k in measured} == measured
