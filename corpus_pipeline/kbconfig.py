@@ -156,8 +156,52 @@ def format_validation(exc: ValidationError, source: str) -> ConfigError:
         elif err["type"] == "missing":
             lines.append(f"{source}: {key} is required.")
         else:
-            lines.append(f"{source}: {key} = {err.get('input')!r}: {err['msg']}.")
+            lines.append(f"{source}: {key} = {_quoted(err.get('input'))}: {err['msg']}.")
     return ConfigError("\n".join(lines))
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML as a configuration file needs it: a key written twice in one mapping is refused
+    (PyYAML keeps the last silently, so a second ``chunking:`` would replace the first), and
+    so are anchors and aliases (``*a``), which a configuration never needs and which can
+    expand a few lines into gigabytes."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.constructor.ConstructorError(
+                None, None, "aliases (*name) are not allowed in kb.yaml; write the value out", mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} appears twice in one mapping (lines {seen[key]} and {line}); "
+                    "keep one and merge what the two said",
+                    key_node.start_mark,
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+#: Values quoted in configuration errors are cut to this many characters.
+MAX_QUOTED_CHARS = 200
+
+
+def _quoted(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_QUOTED_CHARS else text[:MAX_QUOTED_CHARS] + f"… ({len(text)} characters)"
+
+
+def _bounded(text: str, limit: int = 2000) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
 
 def load_kb_config(kb_dir: Path) -> KBConfig:
@@ -166,9 +210,9 @@ def load_kb_config(kb_dir: Path) -> KBConfig:
     if not path.exists():
         return KBConfig()
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)  # a SafeLoader subclass
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{path}: not valid YAML: {_bounded(str(exc))}") from exc
     if raw is None:
         return KBConfig()
     if not isinstance(raw, dict):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from corpus_pipeline.errors import ConfigError
-from corpus_pipeline.kbconfig import match_glob, resolve_kb
+from corpus_pipeline.kbconfig import load_kb_config, match_glob, resolve_kb
 
 
 def _kb(tmp_path: Path, yaml_text: str | None, name: str = "kb1") -> Path:
@@ -184,3 +184,38 @@ def test_an_override_is_valid_or_not_once_merged_into_the_kbs_settings(tmp_path)
         resolve_kb(
             _kb(tmp_path, "chunking:\n  overrides: [{match: '*.md', child: {RECURSIVE: {overlap: 3}}}]\n", name="kb3")
         )
+
+
+def test_a_key_written_twice_is_refused_with_both_lines(tmp_path):
+    d = tmp_path / "dup"
+    d.mkdir()
+    (d / "kb.yaml").write_text(
+        "chunking:\n  plan: 'PARENT:1;CHILD:2'\nembedding: {batch_size: 8}\nchunking:\n  plan: 'PARENT:2;CHILD:2'\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match=r"kb.yaml: not valid YAML: key 'chunking' appears twice .*lines 1 and 4"):
+        load_kb_config(d)
+    (d / "kb.yaml").write_text("search: {final_top_k: 3, final_top_k: 4}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"key 'final_top_k' appears twice"):
+        load_kb_config(d)
+
+
+def test_an_alias_bomb_is_refused_at_once_with_a_short_message(tmp_path):
+    d = tmp_path / "bomb"
+    d.mkdir()
+    lines = ['a: &a ["xxxxxxxxxx"]'] + [
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}]" for i in range(9)
+    ]
+    (d / "kb.yaml").write_text("\n".join(lines) + "\ndescription: *j\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"aliases \(\*name\) are not allowed") as err:
+        load_kb_config(d)
+    assert len(str(err.value)) < 2000
+
+
+def test_a_long_bad_value_is_quoted_short(tmp_path):
+    d = tmp_path / "long"
+    d.mkdir()
+    (d / "kb.yaml").write_text("max_file_mb: '" + "9" * 100_000 + "x'\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"max_file_mb = '9{50}.*… \(100003 characters\)") as err:
+        load_kb_config(d)
+    assert len(str(err.value)) < 1000
