@@ -363,6 +363,7 @@ def kb_from_config(kb_dir: Path, cfg: KBConfig) -> KnowledgeBase:
     """Build a KB's typed settings and plans from an already validated configuration:
     each override's settings merged into the KB's, key by key, then validated."""
     name = check_kb_name(kb_dir.name)
+    _check_model_path(cfg.embedding, kb_dir / "kb.yaml")
     where = f"{kb_dir / 'kb.yaml'}: chunking"
     ch = cfg.chunking
     parent = PipelineSettings.parse(ch.parent, pipeline="parent", where=f"{where}.parent")
@@ -380,6 +381,27 @@ def kb_from_config(kb_dir: Path, cfg: KBConfig) -> KnowledgeBase:
         text = ov.plan or ch.plan
         overrides.append(PlanChoice(ov.match, build_plan(_plan_text(text), p, c, where=w), _is_auto(text), p, c))
     return KnowledgeBase(name, kb_dir, cfg, default, tuple(overrides))
+
+
+def _check_model_path(embedding: EmbeddingConfig, source: Path) -> None:
+    """A local model written as a path must be a sentence-transformers folder, refused here
+    (before anything runs) rather than when the first batch is embedded. Names (packaged,
+    ``org/name`` of the hub) are looked up when the model is opened."""
+    model = embedding.model
+    if embedding.provider != "sentence-transformers" or not model.startswith(("/", "./", "../", "~")):
+        return
+    folder = Path(model).expanduser()
+    markers = ("modules.json", "config_sentence_transformers.json", "config.json")
+    if not folder.is_dir() or not any((folder / m).is_file() for m in markers):
+        what = (
+            "does not exist"
+            if not folder.exists()
+            else "is not a sentence-transformers model folder (no " + (", ".join(markers) + ")")
+        )
+        raise ConfigError(
+            f"{source}: embedding.model = {model!r} {what}; give the folder of a sentence-transformers model, "
+            "a packaged model name (multilingual-e5-small, all-MiniLM-L6-v2), or provider: openai for an endpoint."
+        )
 
 
 def _is_auto(plan: str) -> bool:

@@ -219,3 +219,20 @@ def test_a_long_bad_value_is_quoted_short(tmp_path):
     with pytest.raises(ConfigError, match=r"max_file_mb = '9{50}.*… \(100003 characters\)") as err:
         load_kb_config(d)
     assert len(str(err.value)) < 1000
+
+
+def test_an_invalid_plan_names_the_file_and_the_key(tmp_path):
+    d = _kb(tmp_path, "chunking:\n  plan: 'PARENT:NOPE;CHILD:2'\n")
+    with pytest.raises(
+        ConfigError, match=r"kb1/kb.yaml: chunking.plan: plan 'PARENT:NOPE;CHILD:2': unknown strategy 'NOPE'"
+    ):
+        resolve_kb(d)
+
+
+@pytest.mark.parametrize(
+    ("model", "what"), [("/etc", "is not a sentence-transformers model folder"), ("/no/such", "does not exist")]
+)
+def test_a_model_path_that_is_no_model_folder_is_refused_before_any_run(tmp_path, model, what):
+    d = _kb(tmp_path, f"embedding: {{model: {model}}}\n")
+    with pytest.raises(ConfigError, match=rf"kb.yaml: embedding.model = '{model}' {what}"):
+        resolve_kb(d)

@@ -45,7 +45,7 @@ def test_the_version_is_stable_across_calls_and_folders(tmp_path):
         "chunking: {child: {RECURSIVE: {max_chars: 700}}}\n",
         "chunking: {plan: 'CHILD:RECURSIVE'}\n",
         "chunking: {overrides: [{match: '*.md', child: {RECURSIVE: {max_chars: 500}}}]}\n",
-        "embedding: {model: /some/other/model}\n",
+        "embedding: {model: all-MiniLM-L6-v2}\n",  # another model than the default
     ],
 )
 def test_anything_that_can_change_chunks_changes_the_version(tmp_path, yaml_text):

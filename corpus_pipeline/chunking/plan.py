@@ -244,7 +244,10 @@ def build_plan(
 ) -> Plan:
     """A validated Plan from a snapshot and each pipeline's settings (typed, or a raw mapping
     validated here); every error names ``where``, the pipeline, the strategy and the key."""
-    parent_names, child_names = parse_snapshot(snapshot)
+    try:
+        parent_names, child_names = parse_snapshot(snapshot)
+    except ConfigError as exc:  # name the file and key the plan came from (parse_snapshot's own say "plan ...")
+        raise ConfigError(f"{where}.plan: {exc}") from None
     ps, cs = _settings(parent_settings, "parent", where), _settings(child_settings, "child", where)
 
     def steps(names: list[str], settings: PipelineSettings) -> tuple[Step, ...]:
