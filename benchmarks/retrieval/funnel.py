@@ -29,8 +29,7 @@ from typing import Any
 from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.retrieval.elevation import elevate
 from corpus_pipeline.retrieval.evaluation import Span, anchor_references, load_canonical_texts, load_questions
-from corpus_pipeline.retrieval.fusion import KEYWORD, VECTOR, ChannelHit, gate_keyword, gate_vector, rrf_fuse
-from corpus_pipeline.retrieval.search import Searcher
+from corpus_pipeline.retrieval.search import Searcher, gate_and_fuse
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.versions import active_version
 
@@ -78,23 +77,9 @@ def funnel(home: Path, kb_name: str, limit: int | None, changes: dict[str, Any])
             "keyword@k": any(krel[: settings.keyword_top_k]),
         }
         vk, kk = vrows[: settings.vector_top_k], krows[: settings.keyword_top_k]
-        vh = gate_vector(
-            [ChannelHit(r["chunk_id"], 1 - float(r["_distance"])) for r in vk],
-            settings.min_vector_similarity,
-            settings.vector_relative_floor,
-            baseline,
-        )
-        kh = gate_keyword(
-            [ChannelHit(r["chunk_id"], float(r["_score"])) for r in kk], settings.keyword_relative_score_floor
-        )
+        vh, kh, fused = gate_and_fuse(vk, kk, baseline, settings)
         by_id = {r["chunk_id"]: r for r in (*vk, *kk)}
         hit["gated"] = any(_relevant([by_id[h.chunk_id] for h in (*vh, *kh)], refs))
-        fused = rrf_fuse(
-            {VECTOR: vh, KEYWORD: kh},
-            k=settings.rrf_k,
-            limit=settings.candidate_top_k,
-            weights={VECTOR: settings.vector_weight, KEYWORD: settings.keyword_weight},
-        )
         hit["candidates"] = any(_relevant([by_id[f.chunk_id] for f in fused], refs))
         parents = elevate(searcher.candidates(q.question), searcher.parents, settings)
         hit["parents"] = any(_overlaps(p.doc_path, p.start_offset, p.end_offset, refs) for p in parents)

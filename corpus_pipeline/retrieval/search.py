@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -38,6 +39,7 @@ from corpus_pipeline.retrieval.fusion import (
     KEYWORD,
     VECTOR,
     ChannelHit,
+    FusedHit,
     gate_keyword,
     gate_vector,
     rrf_fuse,
@@ -206,6 +208,27 @@ class SearchResult:
         }
 
 
+def gate_and_fuse(
+    vrows: Sequence[Mapping[str, Any]],
+    krows: Sequence[Mapping[str, Any]],
+    baseline: float | None,
+    s: SearchSettings,
+) -> tuple[list[ChannelHit], list[ChannelHit], list[FusedHit]]:
+    """The channels' rows (best first) through the gates and the weighted RRF: (vector hits
+    kept, keyword hits kept, fused candidates). What ``Searcher.candidates`` runs, and the
+    benchmark funnel with it."""
+    vhits = gate_vector(
+        [ChannelHit(r["chunk_id"], 1.0 - float(r["_distance"])) for r in vrows],
+        s.min_vector_similarity,
+        s.vector_relative_floor,
+        baseline,
+    )
+    khits = gate_keyword([ChannelHit(r["chunk_id"], float(r["_score"])) for r in krows], s.keyword_relative_score_floor)
+    weights = {VECTOR: s.vector_weight, KEYWORD: s.keyword_weight}
+    fused = rrf_fuse({VECTOR: vhits, KEYWORD: khits}, k=s.rrf_k, limit=s.candidate_top_k, weights=weights)
+    return vhits, khits, fused
+
+
 class Searcher:
     """Hybrid search over one (kb, strategy_version) table; reuse it for many queries."""
 
@@ -354,17 +377,7 @@ class Searcher:
         krows = self._keyword(query, s.keyword_top_k, warnings)
         t2 = time.perf_counter()
         rows = {r["chunk_id"]: r for r in (*vrows, *krows)}
-        vhits = gate_vector(
-            [ChannelHit(r["chunk_id"], 1.0 - float(r["_distance"])) for r in vrows],
-            s.min_vector_similarity,
-            s.vector_relative_floor,
-            baseline,
-        )
-        khits = gate_keyword(
-            [ChannelHit(r["chunk_id"], float(r["_score"])) for r in krows], s.keyword_relative_score_floor
-        )
-        weights = {VECTOR: s.vector_weight, KEYWORD: s.keyword_weight}
-        fused = rrf_fuse({VECTOR: vhits, KEYWORD: khits}, k=s.rrf_k, limit=s.candidate_top_k, weights=weights)
+        _, _, fused = gate_and_fuse(vrows, krows, baseline, s)
         out = []
         for f in fused:
             r = rows[f.chunk_id]
