@@ -31,7 +31,7 @@ class OpenAIEmbedder:
     """An embedding model behind an OpenAI-compatible HTTP endpoint."""
 
     def __init__(self, config: EmbeddingConfig, *, env: Mapping[str, str] | None = None) -> None:
-        from openai import OpenAI
+        from corpus_pipeline.llm.client import openai_client
 
         env = os.environ if env is None else env
         self.config = config
@@ -44,13 +44,7 @@ class OpenAIEmbedder:
         )
         self._dimension = config.dimensions
         self._key = env.get(config.api_key_env) or ""
-        self._client = OpenAI(
-            base_url=self.base_url,
-            # Local servers accept any key; the openai package insists on one.
-            api_key=self._key or "not-needed",
-            timeout=config.timeout_s,
-            max_retries=config.max_retries,
-        )
+        self._client = openai_client(self.base_url, self._key, config.timeout_s, config.max_retries)
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(model={self.config.model!r}, base_url={self.base_url!r})"

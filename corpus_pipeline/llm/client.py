@@ -65,14 +65,21 @@ class LLMUsage:
         return asdict(self)
 
 
+def openai_client(base_url: str | None, api_key: str | None, timeout_s: float, max_retries: int) -> Any:
+    """The ``openai`` client of an OpenAI-compatible endpoint (the LLM, vision and embedding
+    clients all make theirs here). Local servers (vLLM, Ollama, TEI) accept any key; the
+    openai package insists on one."""
+    from openai import OpenAI
+
+    return OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=max_retries)
+
+
 class LLMClient:
     """Chat completions with a disk cache. ``cache_root`` None disables the cache."""
 
     def __init__(self, settings: LLMSettings, *, cache_root: Path | None = None) -> None:
         if not settings.model:
             raise ModelError("no LLM model configured: set llm.model in kb.yaml or CORPUS_LLM_MODEL")
-        from openai import OpenAI
-
         self.settings = settings
         self.model = settings.model
         self.cache = ResponseCache(cache_root)
@@ -80,13 +87,7 @@ class LLMClient:
         self._lock = threading.Lock()
         self._failures = 0
         self._last_error = ""
-        self._client = OpenAI(
-            base_url=settings.base_url,
-            # Local servers (vLLM, Ollama) accept any key; the openai package insists on one.
-            api_key=settings.api_key or "not-needed",
-            timeout=settings.timeout_s,
-            max_retries=settings.max_retries,
-        )
+        self._client = openai_client(settings.base_url, settings.api_key, settings.timeout_s, settings.max_retries)
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.model!r}, base_url={self.settings.base_url!r})"
