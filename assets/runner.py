@@ -18,6 +18,7 @@ from dagster import DagsterEventType, DagsterInstance, Definitions, ExecuteInPro
 from assets.definitions import build_definitions
 from assets.partitions import kb_version_key
 from corpus_pipeline import freshness, indexing
+from corpus_pipeline.indexing.publish import activate_if_current
 from corpus_pipeline.indexing.stats import ChunkStats, DiscoverStats, EmbedStats, ParseStats, read_checks, read_stats
 from corpus_pipeline.kbconfig import KnowledgeBase
 from corpus_pipeline.store.layout import Layout
@@ -174,7 +175,12 @@ def index_kb(
     if not summary.partitions_run:
         summary.up_to_date = True
         _fill_version(summary, layout, kb.name, version, None)
-        say(f"▶ {kb.name}: up to date ({version}) — nothing changed")
+        before = active_version(layout, kb.name)
+        activate_if_current(layout, kb.name, version)  # kb.yaml reverted to a built version
+        if before != version and active_version(layout, kb.name) == version:
+            say(f"▶ {kb.name}: {version} is built and matches kb.yaml — activated (was {before})")
+        else:
+            say(f"▶ {kb.name}: up to date ({version}) — nothing changed")
     summary.active_version = active_version(layout, kb.name)
     summary.seconds = round(time.monotonic() - t0, 2)
     return summary

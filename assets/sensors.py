@@ -31,7 +31,8 @@ from assets.partitions import kb_version_key
 from corpus_pipeline import freshness, indexing
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.store.versions import register_version
+from corpus_pipeline.indexing.publish import activate_if_current
+from corpus_pipeline.store.versions import active_version, register_version
 from resources import CorpusResource
 
 
@@ -59,6 +60,10 @@ def kb_change_sensor(context: SensorEvaluationContext, corpus: CorpusResource) -
         if not instance.has_dynamic_partition("strategy_version", version) and version not in new_versions:
             new_versions.append(version)
         fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb).table)
+        if fresh.up_to_date and active_version(layout, name) != version:
+            # kb.yaml was reverted to a version that is built: serve it, nothing to run
+            activate_if_current(layout, name, version)
+            context.log.info(f"{name}: activated {version}, already built, which kb.yaml yields again")
         tags = {"corpus/trigger": "sensor", "corpus/reason": fresh.reason}
         if fresh.parse_needed:
             requests.append(

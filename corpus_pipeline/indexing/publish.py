@@ -49,12 +49,25 @@ def publish_version(layout: Layout, kb: str, version: str, children: pa.Table, e
     rows = write_search_index(layout, kb, version, children, embeddings)
     freshness.record_indexed(layout, kb, version)
     stats = PublishStats(rows=rows, table=search_table_name(kb, version))
-    if current_version(layout, kb) == version:
-        set_active(layout, kb, version)
-        stats.activated = True
-        keep = load_version(layout, kb, version).config.retention.keep_versions
-        for old in versions_to_retire(layout, kb, keep):
-            retire_version(layout, kb, old)
-            stats.retired_versions.append(old)
+    stats.retired_versions = activate_if_current(layout, kb, version)
+    stats.activated = active_version(layout, kb) == version and current_version(layout, kb) == version
     stats.active_version = active_version(layout, kb)
     return stats
+
+
+def activate_if_current(layout: Layout, kb: str, version: str) -> list[str]:
+    """Make ``version`` the active one when kb.yaml yields it now (CURRENT) and its search
+    table is built, then retire versions past ``retention.keep_versions``; returns the
+    retired ones. Called after a build, and when kb.yaml was reverted to a version that is
+    already built (nothing to run, but search must serve what kb.yaml says). A built table
+    means its blocking checks passed: ``search_index`` runs only after them."""
+    if current_version(layout, kb) != version or not layout.search_table_dir(kb, version).is_dir():
+        return []
+    if active_version(layout, kb) != version:
+        set_active(layout, kb, version)
+    keep = load_version(layout, kb, version).config.retention.keep_versions
+    retired = []
+    for old in versions_to_retire(layout, kb, keep):
+        retire_version(layout, kb, old)
+        retired.append(old)
+    return retired

@@ -91,6 +91,17 @@ def test_only_what_changed_is_rebuilt(three_kbs, monkeypatch):
         assert active_version(layout, "alpha") == v2
         assert sorted(known_versions(layout, "alpha")) == sorted([v["alpha"], v2])
 
+        # 2b. kb.yaml reverted to the first (built) configuration: nothing runs, but search
+        #     must serve what kb.yaml says again; forward again the same way.
+        yaml = layout.kb_dir("alpha") / "kb.yaml"
+        yaml.write_text(yaml.read_text().replace("max_chars: 300", "max_chars: 160"))
+        reverted = _index_all(instance, layout, ("alpha",))["alpha"]
+        assert reverted.strategy_version == v["alpha"] and reverted.up_to_date and reverted.partitions_run == []
+        assert reverted.active_version == v["alpha"] == active_version(layout, "alpha")
+        yaml.write_text(yaml.read_text().replace("max_chars: 160", "max_chars: 300"))
+        forward = _index_all(instance, layout, ("alpha",))["alpha"]
+        assert forward.partitions_run == [] and active_version(layout, "alpha") == v2
+
         # 3. Rollback: switch search back to the old version, then forward again.
         set_active(layout, "alpha", v["alpha"])
         assert open_search_table(layout, "alpha", v["alpha"]).count_rows() == chunks["alpha"]

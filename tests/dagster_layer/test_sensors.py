@@ -12,7 +12,7 @@ from assets.runner import index_kb
 from assets.sensors import kb_change_sensor, nightly_reindex
 from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.versions import register_version
+from corpus_pipeline.store.versions import active_version, register_version
 from corpus_pipeline.versioning import strategy_version
 from resources import CorpusResource
 
@@ -86,6 +86,16 @@ def test_the_sensor_requests_exactly_the_affected_partitions(corpus_home):
         ]
         assert _requests(res) == [("index_version", f"one|{new}")]
         assert res.run_requests[0].run_key.startswith(f"index|one|{new}|")
+
+        # Build it (now active), then revert kb.yaml: the old version is built, so the tick
+        # runs nothing and activates it again.
+        _apply(instance, res)
+        kb1 = resolve_kb(layout.kb_dir("one"))
+        assert index_kb(defs, instance, layout, kb1, register_version(layout, kb1), say=lambda s: None).status == "ok"
+        assert active_version(layout, "one") == new
+        (layout.kb_dir("one") / "kb.yaml").unlink()
+        assert isinstance(_tick(instance, corpus_home), SkipReason)
+        assert active_version(layout, "one") == version
 
 
 def test_the_nightly_schedule_reparses_every_registered_kb():
