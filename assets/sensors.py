@@ -30,8 +30,8 @@ from assets.jobs import index_version_job, parse_kb_job
 from assets.partitions import kb_version_key
 from corpus_pipeline import freshness, indexing
 from corpus_pipeline.errors import ConfigError
-from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.indexing.publish import activate_if_current
+from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.store.versions import active_version, register_version
 from resources import CorpusResource
 
