@@ -5,6 +5,7 @@
     │   └── UnknownStrategyError     a strategy name or code that is not registered
     ├── DocumentError                one document could not be read or parsed; the KB goes on
     ├── ModelError                   an embedding / LLM / vision model is missing or failed
+    │                                (its message is masked: no configured key, no key shape)
     └── StoreError                   the warehouse (Parquet, LanceDB) is missing or inconsistent
 
 Messages name the file, key or value, the allowed range, and what to do. Errors of
@@ -12,6 +13,8 @@ third-party libraries are translated at the boundary with ``raise ... from exc``
 """
 
 from __future__ import annotations
+
+from corpus_pipeline.secrets import mask
 
 
 class CorpusError(Exception):
@@ -34,7 +37,13 @@ class DocumentError(CorpusError):
 
 
 class ModelError(CorpusError):
-    """A model (embedding, LLM, vision) is not configured, not available, or failed."""
+    """A model (embedding, LLM, vision) is not configured, not available, or failed.
+
+    Its message often carries what an endpoint answered, so it is masked when the error is
+    made (``corpus_pipeline.secrets.mask``): whoever stores or prints it leaks no key."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(mask(a) if isinstance(a, str) else a for a in args))
 
 
 class StoreError(CorpusError):

@@ -38,6 +38,7 @@ from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.quality.config import QualityConfig
 from corpus_pipeline.retrieval.rerank import RerankConfig
 from corpus_pipeline.retrieval.settings import SearchSettings
+from corpus_pipeline.secrets import register_env_secrets
 from corpus_pipeline.store.layout import check_kb_name
 
 StrategySettings = dict[str, dict[str, Any]]
@@ -363,6 +364,8 @@ def kb_from_config(kb_dir: Path, cfg: KBConfig) -> KnowledgeBase:
     """Build a KB's typed settings and plans from an already validated configuration:
     each override's settings merged into the KB's, key by key, then validated."""
     name = check_kb_name(kb_dir.name)
+    # every key this KB may send is known before any call: masked in all it stores or prints
+    register_env_secrets(c.api_key_env for c in (cfg.llm, cfg.vision, cfg.embedding, cfg.rerank))
     _check_model_path(cfg.embedding, kb_dir / "kb.yaml")
     where = f"{kb_dir / 'kb.yaml'}: chunking"
     ch = cfg.chunking

@@ -22,7 +22,7 @@ import numpy as np
 from corpus_pipeline.embedding.models import model_folder, model_prefixes
 from corpus_pipeline.embedding.settings import EmbeddingConfig
 from corpus_pipeline.errors import ModelError
-from corpus_pipeline.llm.client import mask_secrets
+from corpus_pipeline.secrets import ERROR_LIMIT, mask_error, secret_from_env
 
 ENV_BASE_URL = "OPENAI_BASE_URL"
 
@@ -43,7 +43,7 @@ class OpenAIEmbedder:
             config.model, folder, query=config.query_prefix, passage=config.passage_prefix
         )
         self._dimension = config.dimensions
-        self._key = env.get(config.api_key_env) or ""
+        self._key = secret_from_env(config.api_key_env, env) or ""  # registered: masked in every message
         self._client = openai_client(self.base_url, self._key, config.timeout_s, config.max_retries)
 
     def __repr__(self) -> str:
@@ -60,11 +60,9 @@ class OpenAIEmbedder:
             self._dimension = int(self._request(["dimension probe"]).shape[1])
         return self._dimension
 
-    def _mask(self, message: str, limit: int = 500) -> str:
-        """``message`` without the key (whatever it looks like) or anything key-like."""
-        if len(self._key) >= 4:
-            message = message.replace(self._key, "***")
-        return mask_secrets(message, limit)
+    def _mask(self, message: str, limit: int = ERROR_LIMIT) -> str:
+        """``message`` without the key (whatever it looks like) or anything key-like, cut."""
+        return mask_error(message, limit)
 
     def _request(self, texts: Sequence[str]) -> np.ndarray:
         import openai
@@ -76,12 +74,14 @@ class OpenAIEmbedder:
             response = self._client.embeddings.create(
                 model=self.config.model, input=[t or " " for t in texts], **params
             )
+        # ``from None``: the endpoint's own exception is not chained (Dagster stores a cause's
+        # text unmasked in its event log); its type and masked text are in the message.
         except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
-            raise ModelError(f"{self.where} failed: {type(exc).__name__}: {self._mask(str(exc))}") from exc
-        except Exception as exc:  # a body the client cannot read: untrusted input, never a crash
+            raise ModelError(f"{self.where} failed: {type(exc).__name__}: {self._mask(str(exc))}") from None
+        except Exception as exc:  # noqa: BLE001 - a body the client cannot read: untrusted input, never a crash
             raise ModelError(
                 f"{self.where} returned an unreadable response: {type(exc).__name__}: {self._mask(str(exc), 200)}"
-            ) from exc
+            ) from None
         return self._vectors(getattr(response, "data", None), len(texts))
 
     def _vectors(self, data: Any, n: int) -> np.ndarray:

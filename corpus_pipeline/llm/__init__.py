@@ -14,7 +14,6 @@ from corpus_pipeline.llm.client import (
     LLMClient,
     LLMUsage,
     Messages,
-    mask_secrets,
     open_llm,
 )
 from corpus_pipeline.llm.settings import (
@@ -34,7 +33,6 @@ __all__ = [
     "ResponseCache",
     "kb_calls_llm",
     "llm_settings",
-    "mask_secrets",
     "open_llm",
     "plans_call_llm",
     "version_input",

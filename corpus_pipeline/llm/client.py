@@ -2,7 +2,9 @@
 
 ``LLMClient.chat(messages)`` sends one chat completion through the ``openai`` package
 (any ``base_url``: vLLM, Ollama, llama.cpp, OpenAI) and returns a ``ChatResult``; every
-failure is raised as ``ModelError`` with the key masked, and the caller takes its
+failure is raised as ``ModelError`` with the key masked (``corpus_pipeline.secrets``: the
+configured key whatever its shape, anything key-like; the endpoint's text cut to 500
+characters), and the caller takes its
 fallback. ``chat_many`` runs several at once (at most ``max_concurrency`` in flight) and
 returns each result or its error, in order.
 
@@ -17,7 +19,6 @@ What makes it cheap and safe to re-run:
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,16 +29,9 @@ from typing import Any, cast
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.llm.cache import ResponseCache
 from corpus_pipeline.llm.settings import LLMSettings
+from corpus_pipeline.secrets import mask_error, register_secret
 
 Messages = list[dict[str, Any]]
-
-_SECRET = re.compile(r"(sk-|Bearer\s+|api[_-]?key[=:]\s*)[A-Za-z0-9_\-\.]{6,}", re.IGNORECASE)
-_URL_CREDENTIALS = re.compile(r"(//)[^/@\s:]+:[^/@\s]+@")
-
-
-def mask_secrets(message: str, limit: int = 500) -> str:
-    """An error message without anything that looks like a key or URL credentials."""
-    return _URL_CREDENTIALS.sub(r"\1***@", _SECRET.sub(r"\1***", message))[:limit]
 
 
 @dataclass(frozen=True)
@@ -68,9 +62,10 @@ class LLMUsage:
 def openai_client(base_url: str | None, api_key: str | None, timeout_s: float, max_retries: int) -> Any:
     """The ``openai`` client of an OpenAI-compatible endpoint (the LLM, vision and embedding
     clients all make theirs here). Local servers (vLLM, Ollama, TEI) accept any key; the
-    openai package insists on one."""
+    openai package insists on one. The key is registered as a secret (masked everywhere)."""
     from openai import OpenAI
 
+    register_secret(api_key)
     return OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=max_retries)
 
 
@@ -169,12 +164,14 @@ class LLMClient:
             self.usage.calls += 1
         try:
             response = self._client.chat.completions.create(model=self.model, messages=cast(Any, messages), **params)
+        # ``from None``: the endpoint's own exception is not chained (Dagster stores a cause's
+        # text unmasked in its event log); its type and masked text are in the message.
         except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
-            raise ModelError(f"LLM call failed: {type(exc).__name__}: {mask_secrets(str(exc))}") from exc
-        except Exception as exc:  # a body the client cannot read: untrusted input, never a crash
+            raise ModelError(f"LLM call failed: {type(exc).__name__}: {mask_error(str(exc))}") from None
+        except Exception as exc:  # noqa: BLE001 - a body the client cannot read: untrusted input, never a crash
             raise ModelError(
-                f"LLM call returned an unreadable response: {type(exc).__name__}: {mask_secrets(str(exc), 200)}"
-            ) from exc
+                f"LLM call returned an unreadable response: {type(exc).__name__}: {mask_error(str(exc), 200)}"
+            ) from None
         try:
             message = response.choices[0].message
             content = message.content

@@ -18,7 +18,9 @@ answer length       ``llm.max_output_tokens`` same name           not sent
 ==================  ======================  ====================  ===========================
 
 No model means no LLM: PROPOSITION and LLM splitting take their fallbacks (recorded). The
-key lives in a field excluded from ``repr`` and comparisons; it is never written anywhere.
+key lives in a field excluded from ``repr`` and comparisons; it is never written anywhere,
+and it is registered as a secret when resolved (``corpus_pipeline.secrets``): masked in
+every error stored or printed, whatever its shape.
 
 Only ``llm.model`` and ``llm.enabled`` of kb.yaml enter the strategy version, and only for
 plans that call an LLM (``version_input``): the version must be reproducible from the
@@ -31,6 +33,8 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from corpus_pipeline.secrets import register_secret, secret_from_env
 
 if TYPE_CHECKING:  # kbconfig imports the chunking package; keep this module import-light
     from corpus_pipeline.chunking.plan import Plan
@@ -94,11 +98,12 @@ def llm_settings(
         return getattr(cfg, key)
 
     if "api_key_env" in written:
-        api_key = env.get(cfg.api_key_env)
+        api_key = secret_from_env(cfg.api_key_env, env)
     elif "api_key" in res:
         api_key = str(res["api_key"])
+        register_secret(api_key)
     else:
-        api_key = env.get(str(res.get("api_key_env") or cfg.api_key_env))
+        api_key = secret_from_env(str(res.get("api_key_env") or cfg.api_key_env), env)
     tunables = {k: pick(k) for k in _TUNABLE}
     return LLMSettings(
         model=pick("model", ENV_MODEL) or None,

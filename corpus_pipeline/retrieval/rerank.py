@@ -35,7 +35,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus_pipeline.errors import ModelError
-from corpus_pipeline.llm.client import mask_secrets
+from corpus_pipeline.secrets import mask_error, secret_from_env
 
 
 class RerankConfig(BaseModel):
@@ -101,7 +101,7 @@ class HTTPReranker:
         env = os.environ if env is None else env
         self.config = config
         self.name = config.model or config.url
-        self._key = env.get(config.api_key_env) or ""
+        self._key = secret_from_env(config.api_key_env, env) or ""  # registered: masked in every message
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
         self._client = httpx.Client(timeout=config.timeout_s, headers=headers)
 
@@ -109,9 +109,7 @@ class HTTPReranker:
         self._client.close()
 
     def _mask(self, message: str) -> str:
-        if len(self._key) >= 4:
-            message = message.replace(self._key, "***")
-        return mask_secrets(message, 300)
+        return mask_error(message, 300)
 
     def _body(self, query: str, documents: Sequence[str]) -> dict[str, Any]:
         if self.config.api == "tei":
@@ -222,7 +220,7 @@ def rerank_order(
             raise ModelError(f"the reranker scored {len(scores)} of {len(documents)} documents")
     except Exception as exc:  # noqa: BLE001 - any failure falls back to the fused order
         ms = (time.perf_counter() - t0) * 1e3
-        message = str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {mask_secrets(str(exc), 300)}"
+        message = str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {mask_error(str(exc), 300)}"
         return list(range(len(documents))), None, RerankOutcome(reranker.name, "failed", len(documents), ms, message)
     order = sorted(range(len(documents)), key=lambda i: (-scores[i], i))
     ms = (time.perf_counter() - t0) * 1e3

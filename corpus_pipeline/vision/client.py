@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from corpus_pipeline.errors import ModelError
-from corpus_pipeline.llm.client import mask_secrets
 from corpus_pipeline.vision.settings import VisionSettings
 
 PROMPT_VERSION = "1"  # part of the cache key: bump when the prompt or parsing changes
@@ -129,8 +128,3 @@ class OpenAIVisionClient:
                 f"vision {exc}" if str(exc).startswith("LLM call") else f"vision call failed: {exc}"
             ) from exc
         return parse_answer(result.content)
-
-
-def _safe(message: str) -> str:
-    """An error message without anything that looks like a bearer token or API key."""
-    return mask_secrets(message)

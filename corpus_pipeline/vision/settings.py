@@ -14,7 +14,8 @@ OCR fallback        ``vision.ocr``,              -
 ==================  ===========================  =========================================
 
 No model means OCR only; ``ocr: false`` and no model means every image is skipped (with the
-reason). The key is held in a field excluded from ``repr`` and is never written anywhere.
+reason). The key is held in a field excluded from ``repr`` and is never written anywhere;
+it is registered as a secret when resolved (masked in every error stored or printed).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from corpus_pipeline.kbconfig import VisionConfig
+from corpus_pipeline.secrets import secret_from_env
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def vision_settings(config: VisionConfig | None = None, env: Mapping[str, str] |
     return VisionSettings(
         model=cfg.model or env.get("CORPUS_VISION_MODEL") or None,
         base_url=cfg.base_url or env.get("OPENAI_BASE_URL") or None,
-        api_key=env.get(cfg.api_key_env) or None,
+        api_key=secret_from_env(cfg.api_key_env, env),
         timeout_s=float(cfg.timeout_s),
         max_retries=int(cfg.max_retries),
         ocr=cfg.ocr,

@@ -84,7 +84,7 @@ def test_an_error_message_echoing_the_key_is_masked(openai_server: OpenAIServer,
     openai_server.queue(Reply.error(401, f"Incorrect API key provided: {KEY}"))
     with pytest.raises(ModelError) as err:
         make_client(openai_server).chat(HELLO)
-    assert KEY not in str(err.value) and "sk-***" in str(err.value)
+    assert KEY not in str(err.value) and "provided: ***" in str(err.value)  # the configured key, masked whole
 
 
 def test_a_huge_answer_is_refused_and_the_refusal_is_cached(
