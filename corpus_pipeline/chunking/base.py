@@ -16,6 +16,7 @@ from corpus_pipeline.chunking.params import StrategyConfig
 from corpus_pipeline.chunking.sizes import SizeBound, SizeMeter
 from corpus_pipeline.embedding.tokens import TokenCounter
 from corpus_pipeline.models import Block, Piece
+from corpus_pipeline.secrets import mask_error
 
 
 @dataclass
@@ -151,7 +152,7 @@ def fallback_pieces(pieces: Sequence[Piece], *, from_: str, to: str, reason: str
     """``pieces`` a fallback strategy made, marked as such (source text kept, so not derived):
     ``fallback_from`` / ``fallback_to`` / ``fallback_reason``, and ``llm_retry`` when the
     cause may pass (no LLM, a failed call): a later run with a working LLM redoes them."""
-    extra: dict[str, Any] = {"fallback_from": from_, "fallback_to": to, "fallback_reason": reason}
+    extra: dict[str, Any] = {"fallback_from": from_, "fallback_to": to, "fallback_reason": mask_error(reason)}
     if retry:
         extra["llm_retry"] = True
     return [

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from corpus_pipeline.errors import ConfigError, CorpusError
+from corpus_pipeline.secrets import mask
 
 # Sub-command modules; each has register(subparsers) adding its parsers with func=...
 _COMMAND_MODULES = (
@@ -58,10 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:
-        print(f"corpus {args.command}: invalid configuration:\n{exc}", file=sys.stderr)
+        print(f"corpus {args.command}: invalid configuration:\n{mask(str(exc))}", file=sys.stderr)
         return 2
     except CorpusError as exc:
-        print(f"corpus {args.command}: {exc}", file=sys.stderr)
+        print(f"corpus {args.command}: {mask(str(exc))}", file=sys.stderr)  # no key, whatever its shape
         return 1
     except KeyboardInterrupt:
         return 130

@@ -21,6 +21,7 @@ from corpus_pipeline.quality.bounds import Thresholds
 from corpus_pipeline.quality.checks import CheckDef, Finding, checks_for
 from corpus_pipeline.quality.outcome import MAX_EXAMPLES, CheckOutcome
 from corpus_pipeline.quality.partition import Partition
+from corpus_pipeline.secrets import mask_error
 
 _PREVIEW = 80
 
@@ -138,10 +139,11 @@ def run_checks(asset: str, thresholds: Thresholds, partition: str = "", **tables
 
 def crashed(c: CheckDef, exc: BaseException, thresholds: Thresholds, partition: str = "") -> CheckOutcome:
     where = f" on {partition}" if partition else ""
+    error = mask_error(f"{type(exc).__name__}: {exc}")  # stored in the manifest: no key, bounded
     return CheckOutcome(
         c.name, c.asset, False, thresholds.severity_of(c.name), 0, 1,
-        f"{c.name}{where}: the check could not run: {type(exc).__name__}: {exc}",
-        observed={"error": f"{type(exc).__name__}: {exc}"}, engine=c.engine, partition=partition,
+        f"{c.name}{where}: the check could not run: {error}",
+        observed={"error": error}, engine=c.engine, partition=partition,
     )  # fmt: skip
 
 

@@ -16,6 +16,8 @@ Vision answers and OCR text are cached on disk by image hash (and model / langua
 second run over the same images makes no calls. After ``MAX_CONSECUTIVE_FAILURES`` failed
 vision calls in a row the model is considered down for the rest of the run (no more
 timeouts to wait for); every image then goes to OCR, marked as degraded with the error.
+Every error and reason stored is masked and capped (``corpus_pipeline.secrets.mask_error``):
+no key of any shape reaches ``image_descriptions``, the chunks or the index.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.models import ExtractedImage, ImageDescription, ImageStatus
+from corpus_pipeline.secrets import mask_error
 from corpus_pipeline.vision.cache import ResultCache
 from corpus_pipeline.vision.client import PROMPT_VERSION, OpenAIVisionClient, VisionAnswer, VisionClient
 from corpus_pipeline.vision.ocr import OCR_VERSION, ocr_image
@@ -129,11 +132,12 @@ class _Describer:
         }
 
         def skipped(reason: str, error: str | None = None) -> ImageDescription:
+            reason = mask_error(reason)
             return ImageDescription(
                 **base,
                 status=ImageStatus.SKIPPED.value,
                 skip_reason=reason,
-                error=error,
+                error=mask_error(error) if error else None,
                 metadata={"skip_reason": reason},
             )
 
@@ -183,7 +187,7 @@ class _Describer:
             ocr_text=text,
             degraded=True,
             degrade_reason=reason,
-            error=vlm_error,
+            error=mask_error(vlm_error) if vlm_error else None,
             metadata={"degraded": True, "degrade_reason": reason},
         )
 
