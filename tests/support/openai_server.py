@@ -7,7 +7,8 @@ Serves ``POST /v1/chat/completions`` (and any other ``/v1/...`` path a handler w
 * ``server.handler = fn``: ``fn(request) -> Reply`` when the queue is empty;
 * otherwise ``server.default`` (a chat answer ``"{}"``).
 
-Replies: ``Reply.chat(content)`` (a normal completion), ``Reply.error(status, message)``,
+Replies: ``Reply.chat(content)`` (a normal completion), ``Reply.error(status, message)``
+(``key_echo_reply`` / ``key_echo_handler``: an error echoing the caller's key),
 ``Reply.malformed()`` (a 200 whose body is not JSON), ``Reply.json(obj)`` (any body), each
 optionally ``.after(seconds)`` (sleep first: a timeout for a client with a shorter one).
 Every request is recorded in ``server.requests`` (``Request(path, body, headers)``), so a
@@ -141,6 +142,27 @@ def embeddings_handler(dim: int = 64) -> Handler:
         texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
         size = int(request.body.get("dimensions") or dim)
         return Reply.embeddings([hashed_vector(t, size) for t in texts], str(request.body.get("model")))
+
+    return handle
+
+
+def key_echo_reply(request: Request, status: int = 401) -> Reply:
+    """An error that echoes the caller's key, as some servers do: the bare key (whatever its
+    shape) and the ``Authorization`` header it came in."""
+    auth = request.headers.get("authorization", "")
+    key = auth.removeprefix("Bearer ").strip()
+    return Reply.error(status, f"invalid key {key} (request header 'Authorization: {auth}')")
+
+
+def key_echo_handler(*, embeddings: bool = False, dim: int = 64) -> Handler:
+    """Every request refused with ``key_echo_reply`` (chat, vision, rerank, embeddings); with
+    ``embeddings=True`` the ``/v1/embeddings`` requests are answered (``embeddings_handler``)."""
+    answer = embeddings_handler(dim)
+
+    def handle(request: Request) -> Reply:
+        if embeddings and request.path == "/v1/embeddings":
+            return answer(request)
+        return key_echo_reply(request)
 
     return handle
 
