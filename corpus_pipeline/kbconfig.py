@@ -7,6 +7,7 @@ naming the key and the file: a typo must never fall back silently to a default.
     include: ["**/*"]            # globs, relative to the KB folder
     exclude: ["drafts/**"]
     max_file_mb: 20              # larger files are recorded as failed, not read
+    parsing: {max_uncompressed_mb: 50, max_memory_mb: 2048, timeout_s: 300}  # per document
     chunking:
       plan: "PARENT:STRUCTURE;CHILD:SEMANTIC,RECURSIVE"   # or "auto"
       parent: {RECURSIVE: {max_chars: 2200, overlap_chars: 180}}
@@ -106,11 +107,32 @@ class RetentionConfig(_Strict):
     keep_versions: int = Field(2, ge=1, le=100)
 
 
+class ParsingConfig(_Strict):
+    """``parsing:`` — the bounds every document is parsed under (in a worker process, see
+    ``corpus_pipeline.parsing.worker``); a document over one is recorded as failed with the
+    key named, and the KB goes on. They shape parsing (a change re-parses what they stopped),
+    not the strategy version.
+
+    ``max_uncompressed_mb`` / ``max_uncompressed_total_mb`` bound a DOCX's zip members (each,
+    and all together), read from the zip's declared sizes before anything is decompressed
+    and enforced again while decompressing; ``max_memory_mb`` is the worker's data limit
+    (RLIMIT_DATA: the parser's heap, its libraries included); ``timeout_s`` the wall-clock time
+    per document; ``max_pages`` the pages of a PDF.
+    """
+
+    max_uncompressed_mb: float = Field(50, gt=0, le=16384)
+    max_uncompressed_total_mb: float = Field(200, gt=0, le=65536)
+    max_memory_mb: int = Field(2048, ge=256, le=262144)
+    timeout_s: float = Field(300, gt=0, le=86400)
+    max_pages: int = Field(10000, ge=1, le=1_000_000)
+
+
 class KBConfig(_Strict):
     description: str = ""
     include: list[str] = Field(default_factory=lambda: ["**/*"])
     exclude: list[str] = Field(default_factory=list)
     max_file_mb: float = Field(20, gt=0, le=2048)
+    parsing: ParsingConfig = Field(default_factory=ParsingConfig)
     chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)

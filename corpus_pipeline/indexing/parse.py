@@ -11,9 +11,10 @@ import pyarrow as pa
 
 from corpus_pipeline.indexing.discover import documents_of
 from corpus_pipeline.indexing.stats import ParseStats, StageResult
-from corpus_pipeline.kbconfig import KnowledgeBase
-from corpus_pipeline.models import Block, DocStatus, DocumentText, ExtractedImage, ParsedDocument
-from corpus_pipeline.parsing import PARSER_VERSION, parse_document
+from corpus_pipeline.kbconfig import KnowledgeBase, ParsingConfig
+from corpus_pipeline.models import Block, DocStatus, Document, DocumentText, ExtractedImage, ParsedDocument
+from corpus_pipeline.parsing import PARSER_VERSION
+from corpus_pipeline.parsing.worker import ParseJob, parse_many
 from corpus_pipeline.store import schemas
 
 
@@ -26,17 +27,30 @@ def rows_by_doc(table: pa.Table | None) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def stopped_by_other_limits(error: str | None, limits: ParsingConfig) -> bool:
+    """Whether a failure names a ``parsing.<key> = <value>`` that is no longer the setting
+    (the user raised it, as the message said): such a document is parsed again."""
+    for key, value in limits.model_dump().items():
+        marker = f"parsing.{key} = "
+        if error and marker in error and f"{marker}{value:g}" not in error:
+            return True
+    return False
+
+
 def parse_documents(
     kb: KnowledgeBase,
     documents: pa.Table,
     previous: dict[str, pa.Table] | None = None,
     *,
     images_dir: Path | None = None,
+    workers: int = 1,
 ) -> StageResult:
     """Parse every document; failures are rows with ``status=FAILED`` and the error.
 
-    With ``previous`` (this partition's last output), a document whose content hash, path
-    and parser version are unchanged is not parsed again: its rows are carried over.
+    Each document is parsed in a worker process under the KB's ``parsing:`` limits
+    (``parsing.worker``), ``workers`` at a time. With ``previous`` (this partition's last
+    output), a document whose content hash, path and parser version are unchanged is not
+    parsed again: its rows are carried over (unless a limit that has changed stopped it).
     Tables: ``texts`` (one ``DocumentText`` per document), ``blocks``, ``images``.
     """
     prev_texts = {r["doc_id"]: r for r in previous["texts"].to_pylist()} if previous and "texts" in previous else {}
@@ -46,8 +60,10 @@ def parse_documents(
     blocks: list[dict[str, Any]] = []
     images: list[dict[str, Any]] = []
     stats = ParseStats()
-    for doc in documents_of(documents):
-        stats.documents += 1
+    limits = kb.config.parsing
+    docs = documents_of(documents)
+
+    def reusable(doc: Document) -> dict[str, Any] | None:
         old = prev_texts.get(doc.doc_id)
         if (
             old is not None
@@ -55,7 +71,17 @@ def parse_documents(
             and old.get("parser_version") == PARSER_VERSION
             and old["path"] == doc.path
             and not doc.error
+            and not stopped_by_other_limits(old["error"], limits)
         ):
+            return old
+        return None
+
+    jobs = [ParseJob(d, kb.path, images_dir, limits) for d in docs if not d.error and reusable(d) is None]
+    results = parse_many(jobs, workers)
+    for doc in docs:
+        stats.documents += 1
+        old = reusable(doc)
+        if old is not None:
             texts.append(old)
             blocks.extend(prev_blocks.get(doc.doc_id, []))
             images.extend(prev_images.get(doc.doc_id, []))
@@ -66,7 +92,7 @@ def parse_documents(
         if doc.error:
             parsed = ParsedDocument(doc.doc_id, DocStatus.FAILED.value, error=doc.error)
         else:
-            parsed = parse_document(doc, kb.path, images_dir=images_dir)
+            parsed = next(results)
         stats.parsed += 1
         if parsed.status != DocStatus.OK.value:
             stats.failed.append({"path": doc.path, "error": parsed.error or "unknown error"})
@@ -77,6 +103,8 @@ def parse_documents(
         texts.extend(schemas.to_rows([text], DocumentText))
         blocks.extend(schemas.to_rows(parsed.blocks, Block))
         images.extend(schemas.to_rows(parsed.images, ExtractedImage))
+    if next(results, None) is not None:  # runs the generator to its end: the workers go back to the pool
+        raise RuntimeError("the parser pool returned more documents than it was given")
     tables = {
         "texts": pa.Table.from_pylist(texts, schema=schemas.TEXTS),
         "blocks": pa.Table.from_pylist(blocks, schema=schemas.BLOCKS),

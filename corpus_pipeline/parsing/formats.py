@@ -115,7 +115,9 @@ def parse_html(source: Source) -> ParsedDocument:
 @parser(DocFormat.DOCX)
 def parse_docx(source: Source) -> ParsedDocument:
     from corpus_pipeline.parsing.docx_blocks import docx_blocks
+    from corpus_pipeline.parsing.limits import check_zip
 
+    check_zip(source.path, source.limits)  # before python-docx decompresses anything
     return _joined(source, docx_blocks(source.doc.doc_id, source.path, bytes_hook(source.images)))
 
 
@@ -123,4 +125,5 @@ def parse_docx(source: Source) -> ParsedDocument:
 def parse_pdf(source: Source) -> ParsedDocument:
     from corpus_pipeline.parsing.pdf_blocks import pdf_blocks
 
-    return _joined(source, pdf_blocks(source.doc.doc_id, source.path, bytes_hook(source.images)))
+    built = pdf_blocks(source.doc.doc_id, source.path, bytes_hook(source.images), limits=source.limits)
+    return _joined(source, built)

@@ -15,8 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from corpus_pipeline.errors import DocumentError
+from corpus_pipeline.kbconfig import ParsingConfig
 from corpus_pipeline.models import DocStatus, Document, ParsedDocument
 from corpus_pipeline.parsing.images import ImageCollector
+from corpus_pipeline.parsing.limits import DEFAULT_LIMITS
 from corpus_pipeline.parsing.registry import Source, parser_for
 
 #: Parsing refuses files larger than this even if discovery let them through.
@@ -27,11 +29,15 @@ def _failed(doc: Document, error: str) -> ParsedDocument:
     return ParsedDocument(doc.doc_id, DocStatus.FAILED.value, error=error)
 
 
-def parse_document(doc: Document, kb_dir: Path, *, images_dir: Path | None = None) -> ParsedDocument:
+def parse_document(
+    doc: Document, kb_dir: Path, *, images_dir: Path | None = None, limits: ParsingConfig | None = None
+) -> ParsedDocument:
     """Parse one document; failures come back as ``status=FAILED`` with the error.
 
     ``images_dir``: where image bytes are stored (``Layout.images``); None means images are
-    identified and hashed but not written (``ExtractedImage.path == ""``).
+    identified and hashed but not written (``ExtractedImage.path == ""``). ``limits``: the
+    KB's ``parsing:`` bounds (defaults when None); the sizes are checked here, memory and
+    time only when this runs in a worker (``worker.parse_many``), which calls this function.
     """
     path = kb_dir / doc.path
     try:
@@ -41,7 +47,8 @@ def parse_document(doc: Document, kb_dir: Path, *, images_dir: Path | None = Non
             return _failed(doc, "the file is empty (0 bytes)")
         if size > MAX_PARSE_BYTES:
             return _failed(doc, f"the file is {size / 1048576:.0f} MB, over the parser's limit")
-        return parse(Source(doc, path, ImageCollector(doc.doc_id, images_dir, kb_dir, path)))
+        images = ImageCollector(doc.doc_id, images_dir, kb_dir, path)
+        return parse(Source(doc, path, images, limits or DEFAULT_LIMITS))
     except DocumentError as exc:
         return _failed(doc, str(exc))
     except MemoryError:

@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from corpus_pipeline.errors import DocumentError
+from corpus_pipeline.kbconfig import ParsingConfig
 from corpus_pipeline.models import BlockType
 from corpus_pipeline.parsing.blocks import JoinedBlocks
+from corpus_pipeline.parsing.limits import DEFAULT_LIMITS, check_pages
 
 #: ``on_image(png_bytes, source_ref, block_index, page) -> (image_id or None, error or None)``
 PdfImageHook = Callable[[bytes, str, int, int | None], tuple[str | None, str | None]]
@@ -163,10 +165,14 @@ class _Levels:
         return None
 
 
-def pdf_blocks(doc_id: str, path: Path, on_image: PdfImageHook | None = None) -> JoinedBlocks:
-    """Blocks of a PDF in reading order, with 1-based page numbers; images to ``on_image``."""
+def pdf_blocks(
+    doc_id: str, path: Path, on_image: PdfImageHook | None = None, *, limits: ParsingConfig | None = None
+) -> JoinedBlocks:
+    """Blocks of a PDF in reading order, with 1-based page numbers; images to ``on_image``.
+    A PDF with more pages than ``limits.max_pages`` is refused before its layout is read."""
     pdf = _open_check(path)
     try:
+        check_pages(len(pdf), limits or DEFAULT_LIMITS)
         pages = _read_layout(path)
         levels = _Levels(pages)
         running = _running_lines(pages)

@@ -19,17 +19,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corpus_pipeline.errors import DocumentError
+from corpus_pipeline.kbconfig import ParsingConfig
 from corpus_pipeline.models import DocFormat, Document, ParsedDocument
 from corpus_pipeline.parsing.images import ImageCollector
+from corpus_pipeline.parsing.limits import DEFAULT_LIMITS
 
 
 @dataclass(frozen=True)
 class Source:
-    """What a parser reads: the document's record, its file, and where its images go."""
+    """What a parser reads: the document's record, its file, where its images go, and the
+    bounds it is parsed under (``parsing:``; the sizes a parser can check itself)."""
 
     doc: Document
     path: Path
     images: ImageCollector
+    limits: ParsingConfig = DEFAULT_LIMITS
 
 
 Parser = Callable[[Source], ParsedDocument]

@@ -1,0 +1,199 @@
+"""Hostile documents (issue 14): each is stopped by a limit named in its error, or parsed
+within bounds, and the other documents of the KB are indexed all the same.
+
+The files are built here: a DOCX zip bomb (~100 MB of ``word/document.xml`` in a few
+hundred KB), DOCX files whose zip headers lie about the sizes, a PDF of thousands of pages,
+a DOCX that needs more memory than the limit."""
+
+from __future__ import annotations
+
+import struct
+import time
+import zipfile
+import zlib
+from pathlib import Path
+
+import pytest
+
+from corpus_pipeline import indexing
+from corpus_pipeline.kbconfig import resolve_kb
+
+GOOD = "# Restores\n\nRestores start from the console. A single file is back in under a minute.\n"
+
+
+def _base_docx(path: Path) -> None:
+    import docx
+
+    d = docx.Document()
+    d.add_paragraph("hello")
+    d.save(str(path))
+
+
+def _docx_with_body(path: Path, body_xml: str, *, repeat: int = 1) -> Path:
+    """A DOCX whose ``word/document.xml`` body holds ``body_xml`` ``repeat`` times."""
+    base = path.with_suffix(".base")
+    _base_docx(base)
+    with zipfile.ZipFile(base) as zin, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename == "word/document.xml":
+                text = data.decode()
+                i = text.index("<w:body>") + len("<w:body>")
+                data = (text[:i] + body_xml * repeat + text[i:]).encode()
+            zout.writestr(info.filename, data)
+    base.unlink()
+    return path
+
+
+def zip_bomb(path: Path, mb: int = 100) -> Path:
+    para = "<w:p><w:r><w:t>" + "lorem ipsum dolor sit amet " * 4 + "</w:t></w:r></w:p>"
+    return _docx_with_body(path, para, repeat=mb * 1024 * 1024 // len(para))
+
+
+def lying_docx(path: Path, *, declared: int, crafted_crc: bool) -> Path:
+    """A zip bomb whose headers (local and central) say ``word/document.xml`` is
+    ``declared`` bytes; with ``crafted_crc`` its CRC is that of those first bytes, so the
+    lie passes zipfile's own check."""
+    zip_bomb(path, mb=60)
+    raw = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("word/document.xml")
+        crc = zlib.crc32(zf.read("word/document.xml")[:declared]) if crafted_crc else info.CRC
+    local = info.header_offset
+    struct.pack_into("<L", raw, local + 14, crc)
+    struct.pack_into("<L", raw, local + 22, declared)
+    name = b"word/document.xml"
+    central = raw.index(b"PK\x01\x02")
+    while raw[central + 46 : central + 46 + len(name)] != name:
+        central = raw.index(b"PK\x01\x02", central + 4)
+    struct.pack_into("<L", raw, central + 16, crc)
+    struct.pack_into("<L", raw, central + 24, declared)
+    path.write_bytes(bytes(raw))
+    return path
+
+
+def many_pages_pdf(path: Path, pages: int) -> Path:
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path), pagesize=A4)
+    for i in range(pages):
+        c.setFont("Helvetica-Bold", 16)
+        c.drawString(72, 780, f"Chapter {i + 1}")
+        c.setFont("Helvetica", 10)
+        c.drawString(72, 740, f"Page {i + 1}: the appliance keeps encrypted copies of every server.")
+        c.showPage()
+    c.save()
+    return path
+
+
+def memory_hungry_docx(path: Path, mb: int = 120) -> Path:
+    """Big text nodes (4 MB each, under lxml's 10 MB node limit): parsed fast, memory-heavy."""
+    para = "<w:p><w:r><w:t>" + "lorem ipsum dolor sit amet " * (4 * 1024 * 1024 // 27) + "</w:t></w:r></w:p>"
+    return _docx_with_body(path, para, repeat=mb // 4)
+
+
+def _index(kb_dir: Path) -> tuple[dict[str, tuple[str, str | None]], dict[str, str], float]:
+    kb = resolve_kb(kb_dir)
+    t0 = time.monotonic()
+    result = indexing.parse_documents(kb, indexing.discover_documents(kb).tables)
+    took = time.monotonic() - t0
+    texts = {r["path"]: (r["status"], r["error"]) for r in result.named("texts").to_pylist()}
+    failed = {f["path"]: f["error"] for f in result.stats.to_dict()["failed"]}
+    return texts, failed, took
+
+
+def _kb(tmp_path: Path, yaml: str = "") -> Path:
+    kb = tmp_path / "hostile"
+    kb.mkdir()
+    (kb / "good.md").write_text(GOOD, encoding="utf-8")
+    (kb / "z-good.md").write_text(GOOD.replace("Restores", "Backups"), encoding="utf-8")  # parsed after the bad one
+    if yaml:
+        (kb / "kb.yaml").write_text(yaml, encoding="utf-8")
+    return kb
+
+
+def _others_indexed(texts: dict[str, tuple[str, str | None]]) -> None:
+    assert texts["good.md"] == ("OK", None)
+    assert texts["z-good.md"] == ("OK", None)
+
+
+def test_a_docx_zip_bomb_is_refused_from_its_declared_sizes_before_decompressing(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    bomb = zip_bomb(kb / "bomb.docx", mb=100)
+    assert bomb.stat().st_size < 1024 * 1024  # ~400 KB on disk
+    texts, failed, took = _index(kb)
+    _others_indexed(texts)
+    assert texts["bomb.docx"][0] == "FAILED"
+    error = failed["bomb.docx"]
+    assert "word/document.xml uncompressed 100 MB" in error
+    assert "parsing.max_uncompressed_mb = 50 MB" in error and "kb.yaml" in error
+    assert took < 30  # refused, not parsed (it ran 400 s and 6.7 GB before)
+
+
+def test_the_sum_of_a_docx_members_is_bounded_too(tmp_path: Path) -> None:
+    kb = _kb(tmp_path, "parsing: {max_uncompressed_mb: 40, max_uncompressed_total_mb: 30}\n")
+    zip_bomb(kb / "bomb.docx", mb=35)
+    texts, failed, _ = _index(kb)
+    _others_indexed(texts)
+    assert "parsing.max_uncompressed_total_mb = 30 MB" in failed["bomb.docx"]
+
+
+@pytest.mark.parametrize("crafted_crc", [False, True])
+def test_a_docx_whose_zip_headers_lie_about_sizes_is_refused(tmp_path: Path, crafted_crc: bool) -> None:
+    kb = _kb(tmp_path)
+    lying_docx(kb / "liar.docx", declared=4096, crafted_crc=crafted_crc)
+    with zipfile.ZipFile(kb / "liar.docx") as zf:
+        assert zf.getinfo("word/document.xml").file_size == 4096  # the lie is what zipfile sees
+    texts, failed, took = _index(kb)
+    _others_indexed(texts)
+    assert "inflates to more than the 4,096 bytes its zip header declares" in failed["liar.docx"]
+    assert took < 30
+
+
+def test_a_pdf_of_thousands_of_pages_is_parsed_within_bounds_or_stopped_by_the_page_limit(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    many_pages_pdf(kb / "long.pdf", 3000)
+    texts, _failed, took = _index(kb)
+    _others_indexed(texts)
+    assert texts["long.pdf"] == ("OK", None)  # 3,000 simple pages: well within parsing.timeout_s = 300
+    assert took < 120
+
+    (kb / "kb.yaml").write_text("parsing: {max_pages: 1000}\n", encoding="utf-8")
+    texts, failed, _ = _index(kb)
+    _others_indexed(texts)
+    assert "the PDF's page count 3,000 is over parsing.max_pages = 1000" in failed["long.pdf"]
+
+
+def test_a_document_over_the_time_limit_is_stopped_and_the_kb_goes_on(tmp_path: Path) -> None:
+    # the zip bomb let through the size limit: python-docx would take minutes on it
+    kb = _kb(tmp_path, "parsing: {max_uncompressed_mb: 200, timeout_s: 3}\n")
+    zip_bomb(kb / "bomb.docx", mb=100)
+    texts, failed, took = _index(kb)
+    _others_indexed(texts)
+    assert failed["bomb.docx"].startswith("parsing took over parsing.timeout_s = 3 s; raise parsing.timeout_s")
+    assert took < 20
+
+
+def test_a_document_over_the_memory_limit_is_stopped_and_the_kb_goes_on(tmp_path: Path) -> None:
+    kb = _kb(tmp_path, "parsing: {max_uncompressed_mb: 200, max_memory_mb: 512}\n")
+    memory_hungry_docx(kb / "fat.docx", mb=120)
+    texts, failed, took = _index(kb)
+    _others_indexed(texts)
+    assert failed["fat.docx"].startswith("parsing needed more than parsing.max_memory_mb = 512 MB; raise")
+    assert took < 60
+
+
+def test_raising_the_limit_parses_again_what_it_stopped(tmp_path: Path) -> None:
+    kb_dir = _kb(tmp_path, "parsing: {max_pages: 5}\n")
+    many_pages_pdf(kb_dir / "long.pdf", 10)
+    kb = resolve_kb(kb_dir)
+    first = indexing.parse_documents(kb, indexing.discover_documents(kb).tables)
+    stopped = {r["path"]: r["error"] for r in first.named("texts").to_pylist()}["long.pdf"]
+    assert "parsing.max_pages = 5" in (stopped or "")
+    (kb_dir / "kb.yaml").write_text("parsing: {max_pages: 50}\n", encoding="utf-8")
+    kb = resolve_kb(kb_dir)
+    again = indexing.parse_documents(kb, indexing.discover_documents(kb).tables, first.tables)
+    rows = {r["path"]: r for r in again.named("texts").to_pylist()}
+    assert rows["long.pdf"]["status"] == "OK"
+    assert again.stats.to_dict()["reused"] == 2  # the markdown files, unchanged
