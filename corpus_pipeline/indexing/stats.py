@@ -2,7 +2,7 @@
 partition's manifest; ``corpus index`` reads them back from the manifest (``read_stats``),
 never from strings in run events.
 
-    DiscoverStats   documents found, refused, by format
+    DiscoverStats   documents found, refused, by format, skipped entries (path, reason)
     ParseStats      parsed, reused, failed (path, error), blocks, images
     DescribeStats   images, by status
     ChunkStats      documents chunked / reused, rows, fallbacks, re-cut chunks, LLM use
@@ -53,6 +53,10 @@ class DiscoverStats(StageStats):
     documents: int = 0
     refused: int = 0  # refused before parsing (too large, ...)
     formats: dict[str, int] = field(default_factory=dict)
+    # entries not taken as documents, with why: {path, reason} (symlinks, unreadable files,
+    # unsupported formats; at most parsing.discovery.MAX_SKIPPED_LISTED), and their count
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    skipped_count: int = 0
 
 
 @dataclass

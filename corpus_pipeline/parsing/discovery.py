@@ -61,26 +61,63 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
+#: Files that are not documents but are read through them (pictures), skipped without a word.
+_IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".svg", ".tif", ".tiff"}
+#: At most this many skipped entries are listed (``discover_all``); the count is always whole.
+MAX_SKIPPED_LISTED = 200
+
+
 def discover(kb: KnowledgeBase) -> list[Document]:
     """Every supported file under the KB folder that ``include``/``exclude`` select, sorted;
     a file refused before parsing (too large) carries its ``error``."""
+    return discover_all(kb)[0]
+
+
+def discover_all(kb: KnowledgeBase) -> tuple[list[Document], list[dict[str, str]]]:
+    """``discover``'s documents, and the entries it skipped that a user may have meant as
+    documents: ``{path, reason}`` for symlinks (never followed: they may point outside the
+    KB), unreadable files and files of no supported format (pictures, read through their
+    documents, and hidden or excluded files are not listed)."""
     cfg = kb.config
     limit = int(cfg.max_file_mb * 1024 * 1024)
     out: list[Document] = []
+    skipped: list[dict[str, str]] = []
     for path in sorted(kb.path.rglob("*")):
-        if not path.is_file() or path.is_symlink():
-            continue
         rel = path.relative_to(kb.path).as_posix()
         if rel in _IGNORED_NAMES or any(part.startswith(".") for part in Path(rel).parts):
             continue
+        if path.is_symlink():
+            what = "folder" if path.is_dir() else "file"
+            skipped.append(
+                {
+                    "path": rel,
+                    "reason": f"a symbolic link ({what}); links are not followed (they may point outside the KB "
+                    "folder): copy the target into the KB folder to index it",
+                }
+            )
+            continue
+        if not path.is_file():
+            continue
         if not any(match_glob(rel, g) for g in cfg.include) or any(match_glob(rel, g) for g in cfg.exclude):
             continue
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            head = f.read(4096)
+        try:
+            size = path.stat().st_size
+            with path.open("rb") as f:
+                head = f.read(4096)
+        except OSError as exc:
+            skipped.append({"path": rel, "reason": f"cannot be read: {exc.strerror or exc}"})
+            continue
         fmt = sniff_format(path, head)
-        if fmt is None:
-            continue  # not a document (images, archives): images are read through their documents
+        if fmt is None:  # not a document (images, archives): images are read through their documents
+            if path.suffix.lower() not in _IMAGE_EXTENSIONS:
+                skipped.append(
+                    {
+                        "path": rel,
+                        "reason": "not a supported format (markdown, text, HTML, DOCX, PDF); exclude it in kb.yaml "
+                        "or convert it",
+                    }
+                )
+            continue
         plan, override = kb.plan_for(rel)
         error = None
         if size > limit:
@@ -100,4 +137,4 @@ def discover(kb: KnowledgeBase) -> list[Document]:
             error=error,
         )
         out.append(doc)
-    return out
+    return out, skipped

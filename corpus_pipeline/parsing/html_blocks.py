@@ -44,6 +44,28 @@ def table_rows(text_as_html: str | None, fallback: str) -> str:
     return "\n".join(rows) or fallback
 
 
+#: libxml2's HTML parser (under unstructured) stops at this nesting depth and drops what is below.
+MAX_HTML_DEPTH = 255
+
+
+def check_depth(markup: str) -> None:
+    """Refuse HTML nested deeper than the parser's limit: its deeper text would be lost
+    silently (the document would be indexed with part of its text missing)."""
+    import lxml.etree as etree  # type: ignore[import-untyped]
+
+    parser = etree.HTMLParser()
+    try:
+        etree.fromstring(markup, parser)
+    except (etree.LxmlError, ValueError):
+        return  # unstructured reports what it cannot parse
+    for entry in parser.error_log:
+        if "Excessive depth" in entry.message:
+            raise DocumentError(
+                f"HTML nested deeper than {MAX_HTML_DEPTH} levels (line {entry.line}), the HTML parser's limit: "
+                "the text below that depth would be lost; flatten the markup (or save the page as text)"
+            )
+
+
 def _languages(text: str) -> list[str]:
     # unstructured labels Chinese as English unless told; the label only goes to metadata.
     return ["zho", "eng"] if re.search(r"[\u4e00-\u9fff]", text) else ["eng"]
@@ -51,6 +73,7 @@ def _languages(text: str) -> list[str]:
 
 def html_blocks(doc_id: str, markup: str, on_image: ImageHook | None = None) -> JoinedBlocks:
     """Blocks of an HTML document; the canonical text is their texts joined in order."""
+    check_depth(markup)
     try:
         elements = partition_html(text=markup, languages=_languages(markup))
     except Exception as exc:  # unstructured raises many kinds; the document is what failed

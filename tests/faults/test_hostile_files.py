@@ -197,3 +197,81 @@ def test_raising_the_limit_parses_again_what_it_stopped(tmp_path: Path) -> None:
     rows = {r["path"]: r for r in again.named("texts").to_pylist()}
     assert rows["long.pdf"]["status"] == "OK"
     assert again.stats.to_dict()["reused"] == 2  # the markdown files, unchanged
+
+
+# --- inputs (issue 14, part 7) ----------------------------------------------------------
+
+BIG5 = "中央處理器高負載問題排查\n問題現象：使用率持續五分鐘超過百分之八十五，交易延遲升高。\n排查步驟：先用命令定位進程，再定位線程。\n"
+SJIS = "サーバーの負荷が高い場合の対処方法\n現象：CPU 使用率が五分間 85% を超え、取引の遅延が増加します。\n"
+ZH = "磁盘告警手册\n\n一、告警规则\n\n使用率超过 80% 时预警。恢复步骤见下图。\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "text"),
+    [
+        ("big5.txt", BIG5.encode("big5"), BIG5),
+        ("sjis.txt", SJIS.encode("shift_jis"), SJIS),
+        ("gbk.txt", ZH.encode("gbk"), ZH),
+        ("short-big5.txt", "資料庫連線池耗盡".encode("big5"), "資料庫連線池耗盡"),
+        ("latin1.txt", "Café au lait, naïve résumé.\n".encode("cp1252"), "Café au lait, naïve résumé.\n"),
+        ("utf16le.txt", ZH.encode("utf-16-le"), ZH),  # no BOM, CJK: few NUL bytes
+        ("utf16be.md", ("# Restores\n\n" + ZH).encode("utf-16-be"), "# Restores\n\n" + ZH),
+        ("utf16le-en.txt", GOOD.encode("utf-16-le"), GOOD),
+    ],
+)
+def test_legacy_encodings_and_utf16_without_bom_decode_to_the_right_text(
+    tmp_path: Path, name: str, data: bytes, text: str
+) -> None:
+    kb_dir = _kb(tmp_path)
+    (kb_dir / name).write_bytes(data)
+    kb = resolve_kb(kb_dir)
+    rows = {
+        r["path"]: r
+        for r in indexing.parse_documents(kb, indexing.discover_documents(kb).tables).named("texts").to_pylist()
+    }
+    assert (rows[name]["status"], rows[name]["error"]) == ("OK", None)
+    assert rows[name]["text"] == text  # never mojibake with status OK
+    assert rows["good.md"]["status"] == "OK"
+
+
+def test_invalid_utf8_is_refused_with_where_not_read_as_mojibake(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    raw = ("正常的 UTF-8 文本，第二行。\n" * 30).encode()
+    (kb / "broken.txt").write_bytes(raw[:200] + b"\xff\xfe" + raw[200:])
+    texts, failed, _ = _index(kb)
+    _others_indexed(texts)
+    assert failed["broken.txt"].startswith("not valid UTF-8: 2 invalid byte sequence(s) in otherwise UTF-8 text")
+    assert "at byte 200 (line" in failed["broken.txt"] and "Re-save it as UTF-8" in failed["broken.txt"]
+
+
+def test_html_nested_deeper_than_the_parser_limit_is_recorded_not_cut(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    deep = "<html><body><p>top</p>" + "<div>" * 300 + "deep text" + "</div>" * 300 + "<p>after</p></body></html>"
+    (kb / "deep.html").write_text(deep, encoding="utf-8")
+    (kb / "fine.html").write_text(
+        "<html><body>" + "<div>" * 100 + "<p>nested fine</p>" + "</div>" * 100 + "</body></html>"
+    )
+    texts, failed, _ = _index(kb)
+    _others_indexed(texts)
+    assert "HTML nested deeper than 255 levels" in failed["deep.html"]
+    assert texts["fine.html"] == ("OK", None)
+
+
+def test_skipped_symlinks_and_files_are_listed_with_their_reason(tmp_path: Path) -> None:
+    kb_dir = _kb(tmp_path)
+    outside = tmp_path / "outside.md"
+    outside.write_text(GOOD, encoding="utf-8")
+    (kb_dir / "link.md").symlink_to(outside)
+    (tmp_path / "elsewhere").mkdir()
+    (kb_dir / "linked-folder").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (kb_dir / "data.xlsx").write_bytes(b"not a supported format")
+    (kb_dir / "picture.png").write_bytes(b"\x89PNG\r\n")  # read through documents: not listed
+    result = indexing.discover_documents(resolve_kb(kb_dir))
+    stats = result.stats.to_dict()
+    reasons = {s["path"]: s["reason"] for s in stats["skipped"]}
+    assert set(reasons) == {"link.md", "linked-folder", "data.xlsx"}
+    assert reasons["link.md"].startswith("a symbolic link (file); links are not followed")
+    assert reasons["linked-folder"].startswith("a symbolic link (folder)")
+    assert "not a supported format" in reasons["data.xlsx"]
+    assert stats["skipped_count"] == 3
+    assert sorted(result.table.column("path").to_pylist()) == ["good.md", "z-good.md"]
