@@ -46,3 +46,12 @@ def test_a_failed_write_keeps_the_old_partition(tmp_path):
 def test_reading_a_partition_never_written_says_so(tmp_path):
     with pytest.raises(StoreError, match="has not been materialized yet"):
         read_partition(tmp_path / "nope")
+
+
+def test_a_write_killed_half_way_leaves_nothing_behind_after_the_next(tmp_path):
+    folder = tmp_path / "t" / "kb=a"
+    write_partition(folder, pa.table({"x": [1]}))
+    (folder.parent / ".tmp-kb=a-0badc0de").mkdir()  # as a kill -9 during a write leaves it
+    (folder.parent / ".tmp-kb=a-0badc0de" / "data.parquet").write_bytes(b"half")
+    write_partition(folder, pa.table({"x": [2]}))
+    assert [p.name for p in folder.parent.iterdir()] == ["kb=a"]

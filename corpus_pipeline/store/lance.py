@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import warnings
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -87,7 +89,24 @@ def write_search_table(layout: Layout, kb: str, version: str, chunks: pa.Table, 
         )
         if len(table) >= VECTOR_INDEX_MIN_ROWS:
             tbl.create_index("vector", metric="cosine", replace=True)
+    prune_history(tbl)
     return len(table)
+
+
+def prune_history(tbl: Any) -> None:
+    """Drop every older version of a search table (and files no version uses, e.g. from a
+    write killed half way): a table is replaced whole, so old versions are only the text of
+    deleted and edited documents, readable through ``checkout``, and a table would grow with
+    every ``--force``. Rollback is between strategy versions, which are separate tables
+    (kept by ``retention.keep_versions``). One writer per KB (``store.locks``) makes
+    ``delete_unverified`` safe: no other transaction can be in progress on this table.
+    A reader that keeps a table open across a re-index of its version must reopen it (its
+    parents changed too); ``corpus search`` opens per query."""
+    with warnings.catch_warnings():
+        # "removes every version except the latest ... concurrent reader or writer ... will fail":
+        # there is no other writer (the KB lock), and readers open the table per search.
+        warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)", category=UserWarning)
+        tbl.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
 
 
 def vector_mean(table: Any) -> np.ndarray | None:

@@ -38,6 +38,7 @@ def write_partition(
     if isinstance(tables, pa.Table):
         tables = {DEFAULT_NAME: tables}
     folder.parent.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(folder)
     tmp = folder.parent / f".tmp-{folder.name}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
@@ -63,6 +64,17 @@ def write_partition(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return sorted(folder.glob("*.parquet"))
+
+
+def _remove_leftovers(folder: Path) -> None:
+    """What a write killed half way left beside the partition: ``.tmp-*`` folders (never
+    read) and, once the partition itself is in place, ``.old-*`` ones. Only this KB's writer
+    writes here (``store.locks``), so none of them is in use."""
+    if not folder.is_dir():
+        _recover(folder)
+    for pattern in (f".tmp-{folder.name}-*", f".old-{folder.name}-*" if folder.is_dir() else None):
+        for left in folder.parent.glob(pattern) if pattern else ():
+            shutil.rmtree(left, ignore_errors=True)
 
 
 def read_partition(folder: Path, name: str | None = None) -> pa.Table | dict[str, pa.Table]:
