@@ -223,6 +223,10 @@ def _quoted(value: Any) -> str:
     return text if len(text) <= MAX_QUOTED_CHARS else text[:MAX_QUOTED_CHARS] + f"… ({len(text)} characters)"
 
 
+#: A kb.yaml is a page of settings; anything far larger is a mistake or an attack.
+_MAX_KB_YAML_BYTES = 1_000_000
+
+
 def _bounded(text: str, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
@@ -232,10 +236,20 @@ def load_kb_config(kb_dir: Path) -> KBConfig:
     path = kb_dir / "kb.yaml"
     if not path.exists():
         return KBConfig()
+    if not path.is_file():
+        raise ConfigError(f"{path}: is not a file; kb.yaml must be a YAML file of settings")
+    size = path.stat().st_size
+    if size > _MAX_KB_YAML_BYTES:
+        raise ConfigError(
+            f"{path}: is {size:,} bytes, over the {_MAX_KB_YAML_BYTES:,} a kb.yaml may have; it holds settings, "
+            "not data (questions go in questions.jsonl)"
+        )
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)  # a SafeLoader subclass
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid YAML: {_bounded(str(exc))}") from exc
+    except RecursionError:  # [[[[...]]]] nested thousands deep
+        raise ConfigError(f"{path}: not valid YAML: nested too deeply to read; kb.yaml needs a few levels") from None
     if raw is None:
         return KBConfig()
     if not isinstance(raw, dict):

@@ -212,6 +212,23 @@ def test_an_alias_bomb_is_refused_at_once_with_a_short_message(tmp_path):
     assert len(str(err.value)) < 2000
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, r"nested too deeply to read"),  # a RecursionError escaped before
+        ("description: " + "x" * 1_100_000 + "\n", r"over the 1,000,000 a kb.yaml may have"),
+    ],
+    ids=["nesting-bomb", "huge-file"],
+)
+def test_config_bombs_are_refused_with_a_config_error(tmp_path, content, message):
+    d = tmp_path / "bomb"
+    d.mkdir()
+    (d / "kb.yaml").write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError, match=message) as err:
+        load_kb_config(d)
+    assert len(str(err.value)) < 2000
+
+
 def test_a_long_bad_value_is_quoted_short(tmp_path):
     d = tmp_path / "long"
     d.mkdir()

@@ -96,7 +96,20 @@ def discover_all(kb: KnowledgeBase) -> tuple[list[Document], list[dict[str, str]
                 }
             )
             continue
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:  # a name in another encoding (bytes kept as surrogates)
+            shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            skipped.append(
+                {
+                    "path": shown,
+                    "reason": "its name is not valid UTF-8 (written in another encoding): rename it to index it",
+                }
+            )
+            continue
         if not path.is_file():
+            if path.exists() and not path.is_dir():  # a named pipe, socket or device: never opened
+                skipped.append({"path": rel, "reason": "not a regular file (a named pipe, socket or device)"})
             continue
         if not any(match_glob(rel, g) for g in cfg.include) or any(match_glob(rel, g) for g in cfg.exclude):
             continue

@@ -275,3 +275,19 @@ def test_skipped_symlinks_and_files_are_listed_with_their_reason(tmp_path: Path)
     assert "not a supported format" in reasons["data.xlsx"]
     assert stats["skipped_count"] == 3
     assert sorted(result.table.column("path").to_pylist()) == ["good.md", "z-good.md"]
+
+
+def test_a_file_name_in_another_encoding_and_a_named_pipe_are_skipped_not_fatal(tmp_path: Path) -> None:
+    """A Latin-1 file name used to stop the whole KB with a UnicodeEncodeError; a named pipe
+    would block discovery forever if it were opened."""
+    import os
+
+    kb_dir = _kb(tmp_path)
+    with open(os.path.join(os.fsencode(kb_dir), b"caf\xe9.md"), "wb") as f:
+        f.write(GOOD.encode())
+    os.mkfifo(kb_dir / "pipe.md")
+    result = indexing.discover_documents(resolve_kb(kb_dir))
+    reasons = {s["path"]: s["reason"] for s in result.stats.to_dict()["skipped"]}
+    assert reasons["caf\ufffd.md"].startswith("its name is not valid UTF-8")
+    assert reasons["pipe.md"].startswith("not a regular file")
+    assert sorted(result.table.column("path").to_pylist()) == ["good.md", "z-good.md"]
