@@ -6,22 +6,29 @@ changed, the per-version job when the version was never built or was built from 
 parse. Every run is recorded on the instance and shows in the UI like any other.
 """
 
+import signal
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
-from dagster import DagsterEventType, DagsterInstance, Definitions, ExecuteInProcessResult
+from dagster import DagsterEventType, DagsterInstance, Definitions, ExecuteInProcessResult, MultiPartitionKey
 
+from assets import health
 from assets.definitions import build_definitions
 from assets.partitions import kb_version_key
 from corpus_pipeline import freshness, indexing
 from corpus_pipeline.indexing.publish import activate_if_current
 from corpus_pipeline.indexing.stats import ChunkStats, DiscoverStats, EmbedStats, ParseStats, read_checks, read_stats
 from corpus_pipeline.kbconfig import KnowledgeBase
+from corpus_pipeline.store.drop import collect_images
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.locks import KBBusyError, kb_lock
 from corpus_pipeline.store.parquet import read_manifest
 from corpus_pipeline.store.versions import active_version, register_version
 
@@ -34,7 +41,7 @@ _QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 class KBIndexSummary:
     kb: str
     strategy_version: str
-    status: str = "ok"  # ok | failed
+    status: str = "ok"  # ok | failed | busy (another process was writing the KB; nothing done)
     up_to_date: bool = False  # nothing had changed: no run was needed
     reason: str = ""
     active_version: str | None = None
@@ -43,6 +50,8 @@ class KBIndexSummary:
     documents_parsed: int = 0
     documents_reused: int = 0
     failed_documents: list[dict[str, str]] = field(default_factory=list)
+    skipped_entries: list[dict[str, str]] = field(default_factory=list)  # {path, reason}: symlinks, unreadable, ...
+    skipped_count: int = 0
     documents_chunked: int = 0
     parent_blocks: int = 0
     child_chunks: int = 0
@@ -73,7 +82,7 @@ def _progress(result: ExecuteInProcessResult, partition: str, say: Callable[[str
             say(f"  ✓ {ev.step_key:<20} {partition}  {secs:6.2f}s")
         elif ev.event_type == DagsterEventType.STEP_FAILURE:
             err = data.error
-            say(f"  ✗ {ev.step_key:<20} {partition}  {err.message.strip() if err else ''}")
+            say(f"  ✗ {ev.step_key:<20} {partition}  {_cause(err) if err else ''}")
         elif ev.event_type == DagsterEventType.ASSET_CHECK_EVALUATION and not data.passed:
             say(f"  ✗ check {data.check_name} on {data.asset_key.to_user_string()} failed ({data.severity.value})")
 
@@ -90,6 +99,7 @@ def _fill_parse(summary: KBIndexSummary, layout: Layout, kb: str, run_id: str | 
     parsed = read_stats(parsed_dir, ParseStats) if _written_by(parsed_dir, run_id) else None
     if found is not None:
         summary.documents = found.documents
+        summary.skipped_entries, summary.skipped_count = list(found.skipped), found.skipped_count
     if parsed is not None:
         summary.documents = parsed.documents or summary.documents
         if run_id is None:  # nothing ran: everything on disk is reused
@@ -127,6 +137,93 @@ def _fill_version(summary: KBIndexSummary, layout: Layout, kb: str, version: str
                 )  # fmt: skip
 
 
+class Interrupted(Exception):
+    """``corpus index`` got SIGINT or SIGTERM: its run was marked failed and its slots freed."""
+
+    def __init__(self, signo: int, message: str) -> None:
+        super().__init__(message)
+        self.signo = signo
+
+
+def execute(
+    defs: Definitions,
+    job: str,
+    partition_key: str | MultiPartitionKey,
+    kb: str,
+    instance: DagsterInstance,
+    say: Callable[[str], None],
+) -> ExecuteInProcessResult:
+    """Run one partition of a job in process, tagged with this process (so a later
+    ``corpus index`` can tell it died), in a worker thread: Dagster defers interrupts to
+    its step boundaries and does not check them while a step waits for a pool slot, so the
+    main thread answers SIGINT/SIGTERM itself: it marks the run failed, frees its slots and
+    raises ``Interrupted``. What the run wrote is what a ``kill -9`` would leave: every
+    output is replaced atomically, the previous version stays active."""
+    invocation = uuid.uuid4().hex
+    tags = {**health.process_tags(kb), health.INVOCATION_TAG: invocation}
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = defs.resolve_job_def(job).execute_in_process(
+                partition_key=partition_key, instance=instance, raise_on_error=False, run_config=_QUIET, tags=tags
+            )
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name=f"corpus-{job}", daemon=True)
+    # SQLAlchemy imports parts of its ORM lazily; two threads importing them at once race
+    # ("partially initialized module"), so they are imported here, before the run's thread.
+    import sqlalchemy.orm  # noqa: F401
+
+    got: list[int] = []
+
+    def on_signal(signo: int, _frame: FrameType | None) -> None:
+        got.append(signo)
+        raise KeyboardInterrupt
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        worker.start()
+        told, waited = False, 0.0
+        while worker.is_alive():
+            worker.join(0.25)
+            waited += 0.25
+            if not told and waited >= 3.0 and waited % 3.0 < 0.25:
+                note = _waiting_note(instance, invocation)
+                if note:
+                    say(f"  … {note}")
+                    told = True
+    except KeyboardInterrupt:
+        name = signal.Signals(got[0]).name if got else "SIGINT"
+        run = health.find_run(instance, invocation)
+        if run is not None:
+            health.fail_run(instance, run, f"interrupted by {name}")
+        where = f"run {run.run_id} ({job} {partition_key})" if run is not None else f"{job} {partition_key}"
+        raise Interrupted(
+            got[0] if got else signal.SIGINT,
+            f"interrupted by {name}: {where} marked failed and its slots freed; the active version is unchanged",
+        ) from None
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    if "error" in box:
+        raise box["error"]
+    result: ExecuteInProcessResult = box["result"]
+    return result
+
+
+def _waiting_note(instance: DagsterInstance, invocation: str) -> str | None:
+    """Whether the run is queued for a pool slot (read beside the run's own thread: a
+    failure to read says nothing, it never stops the run)."""
+    try:
+        run = health.find_run(instance, invocation)
+        return health.waiting_for(instance, run.run_id) if run is not None else None
+    except Exception:  # noqa: BLE001 - a progress note is not worth failing a run for
+        return None
+
+
 def index_kb(
     defs: Definitions,
     instance: DagsterInstance,
@@ -136,9 +233,58 @@ def index_kb(
     say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
     *,
     force: bool = False,
+    wait: float = 0.0,
 ) -> KBIndexSummary:
-    """Bring one KB's ``version`` up to date: parse if stale, then chunk, embed, index."""
+    """Bring one KB's ``version`` up to date: parse if stale, then chunk, embed, index.
+
+    One writer per KB: the KB's file lock is held throughout, and a run of the KB that
+    Dagster's daemon is executing is waited for (``wait`` seconds; 0: the KB is reported
+    busy at once, the other KBs go on)."""
     t0 = time.monotonic()
+    for line in health.repair_dead_runs(instance):
+        say(f"  repaired: {line}")
+    try:
+        with kb_lock(layout, kb.name, wait=wait, say=say):
+            _wait_for_other_runs(instance, kb.name, wait, say)
+            return _index_kb_locked(defs, instance, layout, kb, version, say, force=force, t0=t0)
+    except KBBusyError as exc:
+        say(f"▶ {kb.name}: busy — {exc}")
+        return KBIndexSummary(
+            kb.name, version, status="busy", reason="busy", error=str(exc),
+            active_version=active_version(layout, kb.name), seconds=round(time.monotonic() - t0, 2),
+        )  # fmt: skip
+
+
+def _wait_for_other_runs(instance: DagsterInstance, kb: str, wait: float, say: Callable[[str], None]) -> None:
+    t0 = time.monotonic()
+    told = False
+    while True:
+        others = health.live_runs_of(instance, kb)
+        if not others:
+            return
+        r = others[0]
+        what = f"run {r.run_id} ({r.job} {r.partition}, {r.status}) launched by Dagster"
+        if wait == 0:
+            raise KBBusyError(f"knowledge base {kb!r} is being written by {what}: wait for it, or run with --wait")
+        if 0 < wait < time.monotonic() - t0:
+            raise KBBusyError(f"knowledge base {kb!r} is still being written by {what} after {wait:g} s")
+        if not told:
+            say(f"▶ {kb}: waiting for {what} to finish")
+            told = True
+        time.sleep(1.0)
+
+
+def _index_kb_locked(
+    defs: Definitions,
+    instance: DagsterInstance,
+    layout: Layout,
+    kb: KnowledgeBase,
+    version: str,
+    say: Callable[[str], None],
+    *,
+    force: bool,
+    t0: float,
+) -> KBIndexSummary:
     summary = KBIndexSummary(kb.name, version)
     register_partitions(instance, kb.name, version)
     fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb).table)
@@ -147,9 +293,7 @@ def index_kb(
     parse_run: str | None = None
     if force or fresh.parse_needed:
         say(f"▶ {kb.name}: parse (partition {kb.name}) — {summary.reason}")
-        r1 = defs.resolve_job_def("parse_kb").execute_in_process(
-            partition_key=kb.name, instance=instance, raise_on_error=False, run_config=_QUIET
-        )
+        r1 = execute(defs, "parse_kb", kb.name, kb.name, instance, say)
         summary.runs.append(r1.run_id)
         summary.partitions_run.append(kb.name)
         _progress(r1, kb.name, say)
@@ -158,13 +302,13 @@ def index_kb(
         if not r1.success:
             summary.status, summary.error = "failed", _first_error(r1)
     _fill_parse(summary, layout, kb.name, parse_run)
+    if parse_run is not None and parse_ok:
+        collect_images(layout)  # images of deleted documents (unused by every KB, past a grace period)
     version_run: str | None = None
     if parse_ok and (force or fresh.index_needed):
         key = kb_version_key(kb.name, version)
         say(f"▶ {kb.name}: chunk, embed, index (partition {kb.name}|{version})")
-        r2 = defs.resolve_job_def("index_version").execute_in_process(
-            partition_key=key, instance=instance, raise_on_error=False, run_config=_QUIET
-        )
+        r2 = execute(defs, "index_version", key, kb.name, instance, say)
         summary.runs.append(r2.run_id)
         summary.partitions_run.append(f"{kb.name}|{version}")
         _progress(r2, f"{kb.name}|{version}", say)
@@ -204,7 +348,10 @@ def _cause(error: Any) -> str:
     "Error occurred while executing op ...", which says nothing about what went wrong."""
     while getattr(error, "cause", None) is not None and str(getattr(error, "cls_name", "")).startswith("Dagster"):
         error = error.cause
-    return str(error.message).strip()
+    message = str(error.message).strip()
+    if "[Errno 28]" in message or "No space left on device" in message:
+        message += " — the disk of the warehouse is full: free space (or move CORPUS_HOME) and run again; the active version is unchanged"
+    return message
 
 
 def index_kbs(
@@ -213,11 +360,12 @@ def index_kbs(
     say: Callable[[str], None] | None = None,
     *,
     force: bool = False,
+    wait: float = 0.0,
 ) -> list[KBIndexSummary]:
     instance = DagsterInstance.get()
     defs = build_definitions(str(layout.home))
     kwargs = {"say": say} if say else {}
-    return [index_kb(defs, instance, layout, kb, version, force=force, **kwargs) for kb, version in kbs]
+    return [index_kb(defs, instance, layout, kb, version, force=force, wait=wait, **kwargs) for kb, version in kbs]
 
 
 def backfill_strategy(

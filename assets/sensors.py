@@ -26,12 +26,15 @@ from dagster import (
     sensor,
 )
 
+from assets.health import HOST_TAG, KB_TAG, repair_dead_runs, this_host
 from assets.jobs import index_version_job, parse_kb_job
 from assets.partitions import kb_version_key
 from corpus_pipeline import freshness, indexing
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.indexing.publish import activate_if_current
 from corpus_pipeline.kbconfig import resolve_kb
+from corpus_pipeline.secrets import mask
+from corpus_pipeline.store.locks import holder, is_locked
 from corpus_pipeline.store.versions import active_version, register_version
 from resources import CorpusResource
 
@@ -45,6 +48,10 @@ from resources import CorpusResource
 def kb_change_sensor(context: SensorEvaluationContext, corpus: CorpusResource) -> SensorResult | SkipReason:
     layout = corpus.layout
     instance = context.instance
+    # Runs whose process died (kill -9, OOM) hold pool slots and stay STARTED: repair them
+    # on every tick, so a daemon-only deployment never wedges (see assets/health.py).
+    for line in repair_dead_runs(instance):
+        context.log.warning(f"repaired: {line}")
     new_kbs: list[str] = []
     new_versions: list[str] = []
     requests: list[RunRequest] = []
@@ -53,6 +60,9 @@ def kb_change_sensor(context: SensorEvaluationContext, corpus: CorpusResource) -
             kb = resolve_kb(layout.kb_dir(name))
         except ConfigError as exc:
             context.log.warning(f"skipping knowledge base {name!r}: {exc}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - one KB's folder must not stop the tick for the others
+            context.log.error(f"skipping knowledge base {name!r}: {type(exc).__name__}: {mask(str(exc))[:500]}")
             continue
         version = register_version(layout, kb)
         if not instance.has_dynamic_partition("kb", name) and name not in new_kbs:
@@ -64,7 +74,12 @@ def kb_change_sensor(context: SensorEvaluationContext, corpus: CorpusResource) -
             # kb.yaml was reverted to a version that is built: serve it, nothing to run
             activate_if_current(layout, name, version)
             context.log.info(f"{name}: activated {version}, already built, which kb.yaml yields again")
-        tags = {"corpus/trigger": "sensor", "corpus/reason": fresh.reason}
+        if is_locked(layout, name):  # `corpus index` is writing it: look again next tick
+            context.log.info(
+                f"{name}: being indexed by another process ({holder(layout, name).get('command')}); skipped"
+            )
+            continue
+        tags = {"corpus/trigger": "sensor", "corpus/reason": fresh.reason, KB_TAG: name, HOST_TAG: this_host()}
         if fresh.parse_needed:
             requests.append(
                 RunRequest(
@@ -106,5 +121,10 @@ def nightly_reindex(context: ScheduleEvaluationContext) -> list[RunRequest] | Sk
         return SkipReason("no knowledge base registered yet")
     date = context.scheduled_execution_time.strftime("%Y-%m-%d")
     return [
-        RunRequest(partition_key=kb, run_key=f"nightly|{kb}|{date}", tags={"corpus/trigger": "nightly"}) for kb in kbs
+        RunRequest(
+            partition_key=kb,
+            run_key=f"nightly|{kb}|{date}",
+            tags={"corpus/trigger": "nightly", KB_TAG: kb, HOST_TAG: this_host()},
+        )
+        for kb in kbs
     ]

@@ -4,7 +4,9 @@ Dagster on the instance in DAGSTER_HOME, and summarize per KB."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from corpus_pipeline.errors import ConfigError
@@ -18,6 +20,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--kb", action="append", default=[], metavar="NAME", help="a KB to index (repeatable)")
     p.add_argument("--json", action="store_true", help="print a JSON list of per-KB summaries")
     p.add_argument("--force", action="store_true", help="re-run every partition even if nothing changed")
+    p.add_argument(
+        "--wait", type=float, nargs="?", const=-1.0, default=0.0, metavar="SECONDS",
+        help="when another process is writing a KB, wait for it (as long as it takes, or SECONDS) "
+        "instead of reporting the KB busy",
+    )  # fmt: skip
     p.set_defaults(func=run)
     b = sub.add_parser(
         "backfill", help="after a strategy upgrade: rebuild the KBs whose plans use that strategy, and no others"
@@ -27,6 +34,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument("--dry-run", action="store_true", help="list the partitions that would be built, build nothing")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=run_backfill)
+    d = sub.add_parser(
+        "doctor",
+        help="show the Dagster instance's state (runs whose process died, slots nobody frees, KBs whose active "
+        "version is not kb.yaml's) and, with --repair, repair it",
+    )
+    d.add_argument("--repair", action="store_true", help="mark dead runs failed and free the slots they hold")
+    d.add_argument(
+        "--fail", action="append", default=[], metavar="RUN_ID",
+        help="also mark this unfinished run failed and free its slots (a run this host cannot check; repeatable)",
+    )  # fmt: skip
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=run_doctor)
+    x = sub.add_parser(
+        "drop", help="remove a KB's outputs: partitions, search tables, versions, state, Dagster partitions "
+        "(its documents under kbs/ are left alone)",
+    )  # fmt: skip
+    x.add_argument("--kb", required=True, metavar="NAME")
+    x.add_argument("--yes", action="store_true", help="do it (without it, only list what would be removed)")
+    x.add_argument("--json", action="store_true")
+    x.set_defaults(func=run_drop)
     u = sub.add_parser(
         "ui", help="start Dagster (webserver + daemon for the sensor and schedule) on this CORPUS_HOME's instance"
     )
@@ -49,9 +76,23 @@ def run(args: argparse.Namespace) -> int:
 
     from assets.runner import index_kbs  # Dagster is imported only here
 
-    summaries = index_kbs(layout, planned, force=args.force)
+    summaries = _interruptible(lambda: index_kbs(layout, planned, force=args.force, wait=args.wait))
     _print_summaries(summaries, args.json)
     return 0 if all(s.status == "ok" for s in summaries) else 1
+
+
+def _interruptible(call: Callable[[], list[Any]]) -> list[Any]:
+    """Run the indexing; on SIGINT/SIGTERM (the runner has marked its run failed and freed its
+    slots) say so and exit at once with 128 + the signal: a step still running in the run's
+    thread is abandoned as a ``kill -9`` would leave it (outputs are replaced atomically)."""
+    from assets.runner import Interrupted
+
+    try:
+        return call()
+    except Interrupted as exc:
+        print(f"corpus: {exc}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(128 + exc.signo)
 
 
 def _print_summaries(summaries: list[Any], as_json: bool) -> None:
@@ -61,6 +102,9 @@ def _print_summaries(summaries: list[Any], as_json: bool) -> None:
         print_json([s.to_dict() for s in summaries])
         return
     for s in summaries:
+        if s.status == "busy":
+            print(f"{s.kb}: BUSY — {s.error}; active: {s.active_version}")
+            continue
         mark = "up to date" if s.up_to_date else ("ok" if s.status == "ok" else "FAILED")
         print(
             f"{s.kb} @ {s.strategy_version}: {mark} — {s.documents} documents "
@@ -73,6 +117,10 @@ def _print_summaries(summaries: list[Any], as_json: bool) -> None:
             print(f"    {s.recut_chunks} chunk(s) were over the embedding model's window and were cut again")
         for f in s.failed_documents:
             print(f"    failed: {f['path']}: {f['error']}")
+        for e in s.skipped_entries:
+            print(f"    skipped: {e['path']}: {e['reason']}")
+        if s.skipped_count > len(s.skipped_entries):
+            print(f"    … and {s.skipped_count - len(s.skipped_entries)} more skipped")
         for c in s.checks_failed:
             print(f"    check {c['check']} ({c['severity']}) on {c['asset']} {c['partition']}: {c['message']}")
         if s.error:
@@ -106,7 +154,7 @@ def run_backfill(args: argparse.Namespace) -> int:
     prepare_dagster_home(layout)
     from assets.runner import backfill_strategy  # Dagster is imported only here
 
-    summaries = backfill_strategy(layout, chosen, strategy)
+    summaries = _interruptible(lambda: backfill_strategy(layout, chosen, strategy))
     _print_summaries(summaries, args.json)
     return 0 if all(s.status == "ok" for s in summaries) else 1
 
@@ -126,3 +174,106 @@ def run_ui(args: argparse.Namespace) -> int:
     dagster = Path(sys.executable).with_name("dagster")
     cmd = [str(dagster), "dev", "-h", args.host, "-p", str(args.port), "-w", str(repo / "workspace.yaml")]
     return subprocess.call(cmd, cwd=repo, env=os.environ.copy())
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from corpus_pipeline.cli import print_json
+    from corpus_pipeline.instance import prepare_dagster_home
+    from corpus_pipeline.store.versions import active_version, current_version
+
+    layout = Layout.from_env()
+    home = prepare_dagster_home(layout)
+    from dagster import DagsterInstance
+
+    from assets import health  # Dagster is imported only here
+
+    instance = DagsterInstance.get()
+    report = health.inspect(instance)
+    known = {r.run_id for r in report.runs}
+    unknown_ids = [r for r in args.fail if r not in known]
+    if unknown_ids:
+        raise ConfigError(
+            f"--fail {unknown_ids[0]}: no unfinished run or slot holder with that id (see `corpus doctor`)"
+        )
+    kbs = []
+    for name in layout.list_kbs():
+        act, cur = active_version(layout, name), current_version(layout, name)
+        if cur is not None and act != cur:
+            kbs.append({"kb": name, "active": act, "current": cur,
+                        "fix": f"corpus index --kb {name}"})  # fmt: skip
+    actions = health.repair(instance, report, fail=tuple(args.fail)) if (args.repair or args.fail) else []
+    problems = report.problems
+    if args.json:
+        print_json({"dagster_home": str(home), **report.to_dict(), "kbs_not_current": kbs, "repaired": actions})
+        return 0 if (not problems or actions) else 1
+    print(f"Dagster instance: {home} ({type(instance.run_storage).__name__})")
+    for pool in report.pools:
+        print(f"  pool {pool.pool}: limit {pool.limit}, {pool.claimed} claimed, {pool.pending} waiting"
+              + (f" (held by {', '.join(pool.holders)})" if pool.holders else ""))  # fmt: skip
+    if not report.runs:
+        print("  no unfinished runs, no slots held")
+    for r in report.runs:
+        slots = f"; holds {', '.join(r.slots)}" if r.slots else ""
+        print(f"  run {r.run_id} {r.job} {r.partition} {r.status}: {r.state} — {r.reason}{slots}")
+    for k in kbs:
+        print(
+            f"  kb {k['kb']}: active {k['active'] or '(none yet)'} but kb.yaml yields {k['current']}: run `{k['fix']}`"
+        )
+    for line in actions:
+        print(f"  repaired: {line}")
+    if problems and not actions:
+        fixable = [r for r in problems if r.repairable]
+        if fixable:
+            print(f"{len(fixable)} run(s) can be repaired: run `corpus doctor --repair`")
+        for r in problems:
+            if r.state == "unknown":
+                print(f"  run {r.run_id}: cannot be checked from here ({r.reason}); if it is dead, "
+                      f"`corpus doctor --fail {r.run_id}`")  # fmt: skip
+        return 1
+    return 0
+
+
+def run_drop(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from corpus_pipeline.cli import print_json
+    from corpus_pipeline.instance import prepare_dagster_home
+    from corpus_pipeline.store.drop import DropReport, drop_kb
+    from corpus_pipeline.store.layout import check_kb_name
+    from corpus_pipeline.store.locks import kb_lock
+    from corpus_pipeline.store.versions import known_versions
+
+    layout = Layout.from_env()
+    kb = check_kb_name(args.kb)
+    versions = known_versions(layout, kb)
+    if not args.yes:
+        parts = sorted(str(p.relative_to(layout.warehouse)) for p in layout.warehouse.glob(f"*/kb={kb}"))
+        plan = DropReport(kb, partitions=parts, versions=versions)
+        if args.json:
+            print_json({"dry_run": True, **asdict(plan)})
+        else:
+            print(f"would remove {len(parts)} partition folder(s) and {len(versions)} version(s) of {kb!r}: "
+                  "run again with --yes")  # fmt: skip
+        return 0
+    with kb_lock(layout, kb):
+        report = drop_kb(layout, kb)
+        prepare_dagster_home(layout)
+        from dagster import DagsterInstance  # Dagster is imported only here
+
+        instance = DagsterInstance.get()
+        if instance.has_dynamic_partition("kb", kb):
+            instance.delete_dynamic_partition("kb", kb)
+        others = {v for name in layout.list_kbs() if name != kb for v in known_versions(layout, name)}
+        for v in report.versions:
+            if v not in others and instance.has_dynamic_partition("strategy_version", v):
+                instance.delete_dynamic_partition("strategy_version", v)
+    still = layout.kbs / kb
+    if args.json:
+        print_json(asdict(report))
+    else:
+        print(f"dropped {kb!r}: {len(report.partitions)} partition folder(s), {len(report.tables)} search table(s), "
+              f"{len(report.versions)} version(s), {report.images_removed} unused image(s)")  # fmt: skip
+        if still.is_dir():
+            print(f"its documents are still in {still}: the next `corpus index` (or the sensor) indexes them again; "
+                  "remove the folder to stop that")  # fmt: skip
+    return 0
