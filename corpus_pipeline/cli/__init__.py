@@ -4,6 +4,7 @@
     corpus search QUERY --kb NAME [--top-k N]    hybrid search over the active version
     corpus strategies | preview | recommend      chunking (no Dagster, starts fast)
     corpus ui [--port N]                         the Dagster UI on the same instance
+    corpus serve [--port N]                      search over HTTP (JSON API, Dify), /docs
 
 Commands that need Dagster import it inside the command, so the others start fast.
 Exit codes: 0 ok, 1 a run or search failed, 2 invalid input (config, arguments).
@@ -30,6 +31,7 @@ _COMMAND_MODULES = (
     "corpus_pipeline.cli.chunking",
     "corpus_pipeline.cli.stats",
     "corpus_pipeline.cli.lineage",
+    "corpus_pipeline.cli.serve",
 )
 
 

@@ -63,10 +63,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from corpus_pipeline.instance import prepare_dagster_home
+    from corpus_pipeline.progress import open_reporter, should_draw
 
     layout = Layout.from_env()
     names = args.kb or layout.list_kbs()
+    # Step lines on stderr as they happen; bars too on a terminal (never with --json)
+    with open_reporter(should_draw(args.json)) as reporter:
+        summaries = _interruptible(
+            lambda: _index(layout, names, force=args.force, wait=args.wait, reporter=reporter), reporter
+        )
+    _print_summaries(summaries, args.json)
+    return 0 if all(s.status == "ok" for s in summaries) else 1
+
+
+def _index(
+    layout: Layout, names: list[str], *, force: bool = False, wait: float = 0.0, reporter: Any = None
+) -> list[Any]:
+    """What `corpus index` does, for the CLI and the Python API (``KB.index``)."""
+    from corpus_pipeline.instance import prepare_dagster_home
+
     if not names:
         raise ConfigError(f"no knowledge bases under {layout.kbs}: make a folder there with your documents in it.")
     # Every KB's configuration is validated before anything is written.
@@ -76,12 +91,15 @@ def run(args: argparse.Namespace) -> int:
 
     from assets.runner import index_kbs  # Dagster is imported only here
 
-    summaries = _interruptible(lambda: index_kbs(layout, planned, force=args.force, wait=args.wait))
-    _print_summaries(summaries, args.json)
-    return 0 if all(s.status == "ok" for s in summaries) else 1
+    return index_kbs(layout, planned, force=force, wait=wait, reporter=reporter)
 
 
-def _interruptible(call: Callable[[], list[Any]]) -> list[Any]:
+def index_names(layout: Layout, names: list[str], *, force: bool = False, wait: float = 0.0) -> list[dict[str, Any]]:
+    """`corpus index --kb NAME ...` from Python: the per-KB summaries as dicts."""
+    return [s.to_dict() for s in _index(layout, names, force=force, wait=wait)]
+
+
+def _interruptible(call: Callable[[], list[Any]], reporter: Any = None) -> list[Any]:
     """Run the indexing; on SIGINT/SIGTERM (the runner has marked its run failed and freed its
     slots) say so and exit at once with 128 + the signal: a step still running in the run's
     thread is abandoned as a ``kill -9`` would leave it (outputs are replaced atomically)."""
@@ -90,6 +108,8 @@ def _interruptible(call: Callable[[], list[Any]]) -> list[Any]:
     try:
         return call()
     except Interrupted as exc:
+        if reporter is not None:
+            reporter.close()  # the terminal back as it was (no bar left, the cursor shown)
         print(f"corpus: {exc}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(128 + exc.signo)
@@ -106,6 +126,12 @@ def _print_summaries(summaries: list[Any], as_json: bool) -> None:
             print(f"{s.kb}: BUSY — {s.error}; active: {s.active_version}")
             continue
         mark = "up to date" if s.up_to_date else ("ok" if s.status == "ok" else "FAILED")
+        warned = [c for c in s.checks_failed if c.get("severity") != "ERROR"]
+        blocked = [c for c in s.checks_failed if c.get("severity") == "ERROR"]
+        if blocked:
+            mark += f", {_count(len(blocked), 'blocking check')} failed ({_names(blocked)})"
+        if warned:
+            mark += f", {_count(len(warned), 'warning')} ({_names(warned)})"
         print(
             f"{s.kb} @ {s.strategy_version}: {mark} — {s.documents} documents "
             f"({s.documents_parsed} parsed, {s.documents_reused} reused, {len(s.failed_documents)} failed), "
@@ -121,10 +147,19 @@ def _print_summaries(summaries: list[Any], as_json: bool) -> None:
             print(f"    skipped: {e['path']}: {e['reason']}")
         if s.skipped_count > len(s.skipped_entries):
             print(f"    … and {s.skipped_count - len(s.skipped_entries)} more skipped")
-        for c in s.checks_failed:
-            print(f"    check {c['check']} ({c['severity']}) on {c['asset']} {c['partition']}: {c['message']}")
+        for c in blocked + warned:  # ✗ stopped the version; ⚠ the version is built and searchable
+            sign = "✗" if c in blocked else "⚠"
+            print(f"    {sign} check {c['check']} ({c['severity']}) on {c['asset']} {c['partition']}: {c['message']}")
         if s.error:
             print(f"    error: {s.error}")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _names(checks: list[dict[str, Any]]) -> str:
+    return ", ".join(dict.fromkeys(f"{c['check']} on {c['asset']}" for c in checks))
 
 
 def run_backfill(args: argparse.Namespace) -> int:
@@ -153,8 +188,10 @@ def run_backfill(args: argparse.Namespace) -> int:
         return 0
     prepare_dagster_home(layout)
     from assets.runner import backfill_strategy  # Dagster is imported only here
+    from corpus_pipeline.progress import open_reporter, should_draw
 
-    summaries = _interruptible(lambda: backfill_strategy(layout, chosen, strategy))
+    with open_reporter(should_draw(args.json)) as reporter:
+        summaries = _interruptible(lambda: backfill_strategy(layout, chosen, strategy, reporter=reporter), reporter)
     _print_summaries(summaries, args.json)
     return 0 if all(s.status == "ok" for s in summaries) else 1
 

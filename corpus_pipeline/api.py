@@ -1,0 +1,168 @@
+"""The Python API: open a knowledge base, search it, look at its versions and lineage, index it.
+
+    import corpus_pipeline
+
+    kb = corpus_pipeline.open_kb("product-manual-en", home="data")
+    result = kb.search("Which port does the web console listen on?", top_k=3)
+    for r in result.results:
+        print(r.doc_path, r.section_path, r.text[:200])
+    kb.versions()            # [{strategy_version, active, current, built, plan, child_chunks, ...}]
+    kb.lineage(chunk_id)     # chunk -> parent -> blocks -> document -> plan -> run
+    kb.index()               # bring it up to date (Dagster runs on the CORPUS_HOME's instance)
+
+One ``KB`` keeps its searcher and the embedding model open between searches (a local model
+is loaded once per process and shared by every KB that uses it), and reopens the searcher when
+the KB's active version changes or its version is rebuilt (``corpus index`` in another
+process), so a long-lived application always searches what ``corpus index`` last published.
+``corpus search``, ``corpus serve`` and this API run the same ``Searcher``.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from corpus_pipeline.errors import StoreError
+from corpus_pipeline.kbconfig import KnowledgeBase, resolve_kb
+from corpus_pipeline.retrieval import Searcher, SearchSettings
+from corpus_pipeline.retrieval.search import SearchResult
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import active_version
+
+
+def _stamp(layout: Layout, kb: str, version: str) -> tuple[Any, ...]:
+    """What changes when a version is rebuilt: its search table's latest manifest and the
+    child chunks partition's manifest (both replaced by a build)."""
+    table = layout.search_table_dir(kb, version) / "_versions"
+    children = layout.partition_dir("child_chunks", kb, version) / "_manifest.json"
+    parents = layout.partition_dir("parent_blocks", kb, version) / "_manifest.json"
+    out: list[Any] = []
+    for p in (table, children, parents):
+        try:
+            st = p.stat()
+            out.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+class KB:
+    """One knowledge base of a CORPUS_HOME, ready to search (see the module docstring)."""
+
+    def __init__(self, name: str, home: str | Path | None = None) -> None:
+        self.layout = Layout.at(home)
+        self.name = name
+        self._kb: KnowledgeBase = resolve_kb(self.layout.kb_dir(name))
+        self._lock = threading.Lock()
+        self._searchers: dict[str, tuple[tuple[Any, ...], Searcher]] = {}
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def config(self) -> KnowledgeBase:
+        return self._kb
+
+    @property
+    def active_version(self) -> str | None:
+        return active_version(self.layout, self.name)
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Every registered version, newest first: active, current (kb.yaml's), built, plan, counts."""
+        from corpus_pipeline.cli.versions import list_versions
+
+        return list_versions(self.layout, self.name)
+
+    def lineage(self, chunk_id: str, *, context_chars: int = 200) -> dict[str, Any]:
+        """Where a chunk comes from: parent, blocks, document, plan, Dagster run."""
+        from corpus_pipeline.lineage import trace_chunk
+
+        return trace_chunk(self.layout, chunk_id, context_chars=context_chars)
+
+    def searcher(self, version: str | None = None) -> Searcher:
+        """The open searcher of ``version`` (default: the active one), reopened when that
+        version was rebuilt since it was opened."""
+        v = version or self.active_version
+        if v is None:
+            raise StoreError(
+                f"knowledge base {self.name!r} has no active version yet; run `corpus index --kb {self.name}`"
+            )
+        stamp = _stamp(self.layout, self.name, v)
+        with self._lock:
+            cached = self._searchers.get(v)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            if cached is not None:
+                cached[1].close()
+            s = Searcher.open(self.layout, self._kb, v)  # local models are loaded once per process
+            self._searchers[v] = (stamp, s)
+            return s
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        filters: Any = None,
+        version: str | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> SearchResult:
+        """Hybrid search (vector + keyword, fused, elevated to parent blocks) over the active
+        version (or ``version``); ``filters`` a ``SearchFilters`` or a dict of its keys;
+        ``settings`` overrides keys of kb.yaml's ``search:`` for this query."""
+        s = self.searcher(version)
+        if settings:
+            s = _with_settings(s, s.settings.with_(**settings))
+        kwargs: dict[str, Any] = {"top_k": top_k}
+        if filters is not None:
+            kwargs["filters"] = _filters(filters)
+        return s.search(query, **kwargs)
+
+    # ------------------------------------------------------------------ writing
+
+    def index(self, *, force: bool = False, wait: float = 0.0) -> dict[str, Any]:
+        """``corpus index --kb NAME``: parse, chunk, embed and publish what changed, through
+        Dagster on the CORPUS_HOME's instance; returns the summary (status, counts, errors)."""
+        from corpus_pipeline.cli.index import index_names
+
+        summary = index_names(self.layout, [self.name], force=force, wait=wait)[0]
+        self._kb = resolve_kb(self.layout.kb_dir(self.name))
+        return summary
+
+    def close(self) -> None:
+        with self._lock:
+            for _, s in self._searchers.values():
+                s.close()
+            self._searchers.clear()
+
+    def __enter__(self) -> KB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _with_settings(base: Searcher, settings: SearchSettings) -> Searcher:
+    """A searcher sharing ``base``'s table, parents and models with other search settings."""
+    import copy
+
+    s = copy.copy(base)
+    s.settings = settings
+    return s
+
+
+def _filters(value: Any) -> Any:
+    from corpus_pipeline.retrieval import filters as f  # (the filters module of retrieval)
+
+    cls = f.SearchFilters
+    return value if isinstance(value, cls) else cls.model_validate(value)
+
+
+def open_kb(name: str, home: str | Path | None = None) -> KB:
+    """A knowledge base of ``home`` (default ``$CORPUS_HOME``, else ``./data``)."""
+    return KB(name, home)
+
+
+def list_kbs(home: str | Path | None = None) -> list[str]:
+    """The knowledge bases (folders under ``kbs/``) of ``home``."""
+    return Layout.at(home).list_kbs()
