@@ -3,7 +3,8 @@
 #   scripts/system-deps.sh ocr     what the main job uses: tesseract (OCR of images, English +
 #                                  Simplified Chinese)
 #   scripts/system-deps.sh         everything the tests need: OCR, PostgreSQL (the
-#                                  dagster-postgres test), a CJK font (Chinese test images)
+#                                  dagster-postgres test), a CJK font (Chinese test images),
+#                                  Chromium and its driver (the web page's browser test)
 set -euo pipefail
 what="${1:-all}"
 need=()
@@ -14,6 +15,8 @@ fi
 if [ "$what" = all ]; then
   ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || need+=(postgresql)
   fc-list 2>/dev/null | grep -qi "wqy-microhei\|WenQuanYi Micro Hei" || need+=(fonts-wqy-microhei)
+  command -v chromium >/dev/null || need+=(chromium)
+  command -v chromedriver >/dev/null || need+=(chromium-driver)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ]; then sudo=(); elif command -v sudo >/dev/null; then sudo=(sudo); else
