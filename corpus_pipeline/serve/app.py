@@ -296,6 +296,9 @@ def create_app(
             )
         return {"records": records}
 
+    from corpus_pipeline.serve.web import mount_web  # the web page at / (issue 15)
+
+    mount_web(app)
     return app
 
 
