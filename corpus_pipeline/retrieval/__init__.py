@@ -5,6 +5,8 @@ Searcher / search_kb     sub-questions, vector + keyword channels over child chu
                          evidence budgets
 search_children          the child-level part only (fused chunks, no elevation)
 SearchSettings           every number of the above (``search:`` in kb.yaml)
+SearchFilters            path glob, format, section prefix, chunk type, score threshold
+                         (pre-filtering inside both channels; ``relevance`` in [0, 1])
 evaluate_version         character-level recall / precision / IoU of the returned spans
 
 Names are imported on first use: ``corpus_pipeline.retrieval.settings`` (read by kb.yaml
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from corpus_pipeline.retrieval.elevation import ChildHit, Parent, ParentResult
+    from corpus_pipeline.retrieval.filters import SearchFilters
     from corpus_pipeline.retrieval.search import Searcher, SearchResult, search_children, search_kb
     from corpus_pipeline.retrieval.settings import SearchSettings
 
@@ -30,6 +33,7 @@ _WHERE = {
     "search_children": "search",
     "search_kb": "search",
     "SearchSettings": "settings",
+    "SearchFilters": "filters",
 }
 
 
@@ -43,6 +47,7 @@ __all__ = [
     "ChildHit",
     "Parent",
     "ParentResult",
+    "SearchFilters",
     "SearchResult",
     "SearchSettings",
     "Searcher",

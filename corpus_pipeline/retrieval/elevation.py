@@ -36,6 +36,8 @@ class ChildHit:
     start_offset: int
     end_offset: int
     chunk_type: str = "TEXT"
+    #: how well it matches, 0 to 1, from its channels' own scores (``retrieval.relevance``)
+    relevance: float = 0.0
 
     def preview(self, chars: int) -> str:
         return self.text[:chars]
@@ -92,6 +94,11 @@ class ParentResult:
     @property
     def channels(self) -> list[str]:
         return [c for c in CHANNELS if any(c in h.channels for h in self.hits)]
+
+    @property
+    def relevance(self) -> float:
+        """The best relevance of the child hits that brought this parent in."""
+        return max((h.relevance for h in self.hits), default=0.0)
 
 
 def parent_boost(

@@ -35,6 +35,7 @@ from corpus_pipeline.models import IMAGE_CHUNK_TYPES
 from corpus_pipeline.retrieval.analysis import keyword_text
 from corpus_pipeline.retrieval.elevation import ChildHit, Parent, ParentResult, elevate
 from corpus_pipeline.retrieval.evidence import ImageText, apply_budgets, fit
+from corpus_pipeline.retrieval.filters import SearchFilters, format_of_path
 from corpus_pipeline.retrieval.fusion import (
     KEYWORD,
     VECTOR,
@@ -44,6 +45,7 @@ from corpus_pipeline.retrieval.fusion import (
     gate_vector,
     rrf_fuse,
 )
+from corpus_pipeline.retrieval.relevance import relevance
 from corpus_pipeline.retrieval.rerank import Reranker, RerankOutcome, rerank_order
 from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.retrieval.subquestions import SubQuestions, split_question
@@ -136,10 +138,23 @@ def load_images(path: Path | None) -> dict[str, list[ImageText]]:
     return out
 
 
+def found_by(h: ChildHit) -> dict[str, dict[str, float | int]]:
+    """What found a hit: ``{"vector": {"cosine", "rank"}, "keyword": {"bm25", "rank"}}``
+    (a channel that did not find it is absent)."""
+    out: dict[str, dict[str, float | int]] = {}
+    if VECTOR in h.channels:
+        out[VECTOR] = {"cosine": round(h.channels[VECTOR].score, 4), "rank": h.channels[VECTOR].rank}
+    if KEYWORD in h.channels:
+        out[KEYWORD] = {"bm25": round(h.channels[KEYWORD].score, 4), "rank": h.channels[KEYWORD].rank}
+    return out
+
+
 def _hit_dict(h: ChildHit, preview: int) -> dict[str, Any]:
     return {
         "chunk_id": h.chunk_id,
         "score": round(h.score, 6),
+        "relevance": round(h.relevance, 4),
+        "found_by": found_by(h),
         "channels": {c: {"rank": s.rank, "score": round(s.score, 6)} for c, s in h.channels.items()},
         "chunk_type": h.chunk_type,
         "text": h.preview(preview),
@@ -164,6 +179,7 @@ class SearchResult:
     rerank: list[RerankOutcome] = field(default_factory=list)  # one per sub-question reranked
     warnings: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    filters: SearchFilters | None = None
 
     def to_dict(self, settings: SearchSettings | None = None) -> dict[str, Any]:
         preview = (settings or SearchSettings()).hit_preview_chars
@@ -172,6 +188,7 @@ class SearchResult:
             "kb": self.kb,
             "strategy_version": self.strategy_version,
             "query": self.query,
+            "filters": self.filters.to_dict() if self.filters is not None else None,
             "sub_questions": {
                 "questions": list(subs.questions) if subs else [self.query],
                 "source": subs.source if subs else "whole",
@@ -181,6 +198,7 @@ class SearchResult:
                 {
                     "parent_id": r.parent_id,
                     "score": round(r.score, 6),
+                    "relevance": round(r.relevance, 4),
                     "rerank_score": None if r.rerank_score is None else round(r.rerank_score, 6),
                     "text": r.text,
                     "evidence": r.evidence or r.text,
@@ -249,7 +267,8 @@ class Searcher:
         """``embedding`` is the embedding section that embedded the version; the parents
         and the image texts default to the version's partitions. ``reranker`` and ``llm``
         (sub-questions) are optional stages."""
-        self.kb, self.version = kb, version
+        self.layout, self.kb, self.version = layout, kb, version
+        self._format_exceptions: dict[str, str] | None = None
         self.settings = settings or SearchSettings()
         self.table = open_search_table(layout, kb, version)
         self.rows = self.table.count_rows()
@@ -325,8 +344,33 @@ class Searcher:
         except ModelError:
             return 0.0
 
-    def _vector(self, query: str, k: int, warnings: list[str]) -> tuple[list[dict[str, Any]], float | None]:
-        """The vector channel's rows and the query's baseline similarity (to the mean vector)."""
+    def format_exceptions(self) -> dict[str, str]:
+        """Documents whose format (the documents table's, decided by content) is not the one
+        their extension gives: what ``SearchFilters.where`` needs for ``format`` (read once;
+        {} when the KB's documents partition is missing)."""
+        if self._format_exceptions is None:
+            path = self.layout.partition_dir("documents", self.kb) / "data.parquet"
+            odd: dict[str, str] = {}
+            if path.exists():
+                try:
+                    rows = pq.read_table(path, columns=["path", "format"]).to_pylist()
+                except Exception as exc:
+                    raise StoreError(f"cannot read documents {path}: {exc}") from exc
+                odd = {r["path"]: r["format"] for r in rows if r["format"] and r["format"] != format_of_path(r["path"])}
+            self._format_exceptions = odd
+        return self._format_exceptions
+
+    def where(self, filters: SearchFilters | None) -> str | None:
+        """The LanceDB predicate both channels pre-filter with (None: no row filter)."""
+        if filters is None or not filters.restricts_rows:
+            return None
+        return filters.where(self.format_exceptions() if filters.format else None)
+
+    def _vector(
+        self, query: str, k: int, warnings: list[str], where: str | None = None
+    ) -> tuple[list[dict[str, Any]], float | None]:
+        """The vector channel's rows (among those ``where`` selects, before the top k) and
+        the query's baseline similarity (to the mean vector)."""
         if k <= 0 or not self.rows or not query.strip():
             return [], None
         unknown = self._unknown_share(query)
@@ -341,46 +385,51 @@ class Searcher:
             baseline: float | None = float(vec @ self.vector_mean)
         else:
             baseline = None
-        rows = cast(
-            list[dict[str, Any]],
-            self.table.search(vec.tolist(), vector_column_name="vector")
-            .distance_type("cosine")
-            .select([*_CHILD_COLUMNS, "_distance"])
-            .limit(k)
-            .to_list(),
-        )
+        q = self.table.search(vec.tolist(), vector_column_name="vector").distance_type("cosine")
+        if where:
+            q = q.where(where, prefilter=True)
+        rows = cast(list[dict[str, Any]], q.select([*_CHILD_COLUMNS, "_distance"]).limit(k).to_list())
         return rows, baseline
 
-    def _keyword(self, query: str, k: int, warnings: list[str]) -> list[dict[str, Any]]:
+    def _keyword(self, query: str, k: int, warnings: list[str], where: str | None = None) -> list[dict[str, Any]]:
+        """The keyword channel's rows (among those ``where`` selects, before the top k)."""
         terms = keyword_text(query) if self.analysed else query.strip()
         if k <= 0 or not self.rows or not terms:
             return []
         try:
-            return cast(
-                list[dict[str, Any]],
-                self.table.search(terms, query_type="fts", fts_columns=KEYWORD_COLUMN if self.analysed else "text")
-                .select([*_CHILD_COLUMNS, "_score"])
-                .limit(k)
-                .to_list(),
-            )
+            q = self.table.search(terms, query_type="fts", fts_columns=KEYWORD_COLUMN if self.analysed else "text")
+            if where:
+                q = q.where(where, prefilter=True)
+            return cast(list[dict[str, Any]], q.select([*_CHILD_COLUMNS, "_score"]).limit(k).to_list())
         except Exception as exc:  # noqa: BLE001 - lance raises bare errors: no FTS index, a rejected query
             warnings.append(f"keyword channel failed: {exc}")
             return []
 
-    def candidates(self, query: str, *, _out: SearchResult | None = None) -> list[ChildHit]:
-        """The fused, gated child candidates of ``query`` (best first, ``candidate_top_k``)."""
+    def candidates(
+        self, query: str, *, filters: SearchFilters | None = None, _out: SearchResult | None = None
+    ) -> list[ChildHit]:
+        """The fused, gated child candidates of ``query`` (best first, ``candidate_top_k``),
+        each with its ``relevance``; ``filters`` restrict both channels before their top k,
+        and its ``score_threshold`` drops candidates of lower relevance."""
         s = self.settings
         warnings: list[str] = [] if _out is None else _out.warnings
+        where = self.where(filters)
         t0 = time.perf_counter()
-        vrows, baseline = self._vector(query, s.vector_top_k, warnings)
+        vrows, baseline = self._vector(query, s.vector_top_k, warnings, where)
         t1 = time.perf_counter()
-        krows = self._keyword(query, s.keyword_top_k, warnings)
+        krows = self._keyword(query, s.keyword_top_k, warnings, where)
         t2 = time.perf_counter()
         rows = {r["chunk_id"]: r for r in (*vrows, *krows)}
         _, _, fused = gate_and_fuse(vrows, krows, baseline, s)
+        threshold = filters.score_threshold if filters is not None else None
         out = []
         for f in fused:
             r = rows[f.chunk_id]
+            rel = relevance(
+                f.channels, baseline, vector_span=s.vector_relevance_span, keyword_half=s.keyword_relevance_half
+            )
+            if threshold is not None and rel < threshold:
+                continue
             out.append(
                 ChildHit(
                     f.chunk_id,
@@ -393,6 +442,7 @@ class Searcher:
                     int(r["start_offset"]),
                     int(r["end_offset"]),
                     r.get("chunk_type") or "TEXT",
+                    rel,
                 )
             )
         if _out is not None:
@@ -415,10 +465,12 @@ class Searcher:
             return parents
         return [replace(parents[i], rerank_score=scores[i]) for i in order]
 
-    def _parents_for(self, question: str, index: int, out: SearchResult, top_k: int) -> list[ParentResult]:
+    def _parents_for(
+        self, question: str, index: int, out: SearchResult, top_k: int, filters: SearchFilters | None = None
+    ) -> list[ParentResult]:
         """The best ``top_k`` parents of one (sub-)question, reranked when configured."""
         s = self.settings
-        children = self.candidates(question, _out=out)
+        children = self.candidates(question, filters=filters, _out=out)
         out.candidates.extend(c for c in children if c.chunk_id not in {x.chunk_id for x in out.candidates})
         pool = max(top_k, s.rerank_candidates) if self.reranker is not None else top_k
         elevated = elevate(children, self.parents, s.with_(final_top_k=pool))
@@ -427,18 +479,19 @@ class Searcher:
         out.timings_ms["rerank"] = out.timings_ms.get("rerank", 0.0) + (time.perf_counter() - t) * 1e3
         return [replace(p, sub_question=index) for p in ranked[:top_k]]
 
-    def search(self, query: str, *, top_k: int | None = None) -> SearchResult:
+    def search(self, query: str, *, top_k: int | None = None, filters: SearchFilters | None = None) -> SearchResult:
         """Parent-level results of ``query``: sub-questions, channels, fusion, elevation,
-        rerank, then evidence within the budgets."""
+        rerank, then evidence within the budgets. ``filters`` (``retrieval.filters``)
+        restrict what both channels search, before their top k."""
         top = self.settings.final_top_k if top_k is None else top_k
-        result = SearchResult(self.kb, self.version, query, [], [])
+        result = SearchResult(self.kb, self.version, query, [], [], filters=filters)
         t0 = time.perf_counter()
         subs = split_question(query, self.llm, self.settings.max_sub_questions)
         result.sub_questions = subs
         result.timings_ms["sub_questions"] = (time.perf_counter() - t0) * 1e3
         if subs.error:
             result.warnings.append(f"the question was kept whole: {subs.error}")
-        per_question = [self._parents_for(q, i, result, top) for i, q in enumerate(subs.questions)]
+        per_question = [self._parents_for(q, i, result, top, filters) for i, q in enumerate(subs.questions)]
         merged: list[ParentResult] = []
         seen: set[str] = set()
         for rank in range(max((len(p) for p in per_question), default=0)):
@@ -468,6 +521,7 @@ def search_kb(
     embedding: EmbeddingConfig | str | None = None,
     settings: SearchSettings | None = None,
     top_k: int | None = None,
+    filters: SearchFilters | None = None,
 ) -> SearchResult:
     """One query against (kb, version) under ``layout`` with the given embedding section
     (no reranker, no sub-questions: ``Searcher.open`` builds a KB's full configuration).
@@ -478,7 +532,7 @@ def search_kb(
         embedding = version_embedding(layout, kb, version)
     searcher = Searcher.for_kb(layout, kb, version, embedding=embedding, settings=settings)
     try:
-        return searcher.search(query, top_k=top_k)
+        return searcher.search(query, top_k=top_k, filters=filters)
     finally:
         searcher.close()
 
@@ -498,4 +552,14 @@ def search_children(
     return Searcher(layout, kb, version, embedding=embedding, settings=settings).candidates(query)
 
 
-__all__ = ["SearchResult", "Searcher", "children_path", "load_images", "load_parents", "parents_path", "search_kb"]
+__all__ = [
+    "SearchFilters",
+    "SearchResult",
+    "Searcher",
+    "children_path",
+    "found_by",
+    "load_images",
+    "load_parents",
+    "parents_path",
+    "search_kb",
+]

@@ -25,6 +25,11 @@
     max_sub_questions                    4        a compound question is split into at most this
                                                   many (with an LLM configured; 0 or 1: never)
     rerank_candidates                    20       parents sent to the reranker (with ``rerank:``)
+    vector_relevance_span                0.5      the share of the way from an arbitrary chunk's
+                                                  cosine to 1 that a vector hit's relevance reads as 1
+    keyword_relevance_half               12.0     the BM25 score a keyword hit's relevance reads as 0.5
+                                                  (both: ``retrieval.relevance``; what is shown and
+                                                  what ``score_threshold`` compares, never the order)
 
 The seed's vector gate (``min_vector_similarity`` 0.45) was set for one model; cosine
 similarities of other models live on other scales (all-MiniLM-L6-v2's answers score 0.3 to
@@ -100,6 +105,8 @@ class SearchSettings(BaseModel):
     max_unknown_token_share: float = Field(0.25, ge=0.0, le=1.0)
     max_sub_questions: int = Field(4, ge=0, le=10)
     rerank_candidates: int = Field(20, ge=1, le=1000)
+    vector_relevance_span: float = Field(0.5, gt=0.0, le=1.0)
+    keyword_relevance_half: float = Field(12.0, gt=0.0, le=10_000.0)
 
     def __init__(self, **values: Any) -> None:
         try:
