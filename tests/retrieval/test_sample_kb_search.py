@@ -6,6 +6,7 @@ first."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -84,3 +85,61 @@ def test_the_retrieval_eval_asset_records_the_scores_of_its_partition(zh_kb):
     [mat] = result.asset_materializations_for_node("retrieval_eval")
     assert mat.metadata["questions"].value == 15 and mat.metadata["hit_rate"].value >= 0.9
     assert (layout.partition_dir("retrieval_eval", "ops-runbook-zh", version) / "report.json").exists()
+
+
+def _cli_search(layout, monkeypatch, capsys, *args):
+    from corpus_pipeline.cli import main
+
+    monkeypatch.setenv("CORPUS_HOME", str(layout.home))
+    code = main(["search", "CPU 使用率持续超过 85% 怎么排查", "--kb", "ops-runbook-zh", *args])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out) if "--json" in args else out.out
+
+
+def test_corpus_search_filters_and_scores_on_the_indexed_kb(zh_kb, monkeypatch, capsys):
+    layout, _, _ = zh_kb
+    plain = _cli_search(layout, monkeypatch, capsys, "--json")
+    assert plain["results"][0]["doc_path"] == "01-cpu-high-load.md" and plain["filters"] is None
+    hit = plain["results"][0]["hits"][0]
+    assert set(hit["found_by"]) == {"vector", "keyword"} and 0 < hit["relevance"] <= 1
+    assert set(hit["found_by"]["vector"]) == {"cosine", "rank"} and set(hit["found_by"]["keyword"]) == {"bm25", "rank"}
+    assert all(r["relevance"] == max(h["relevance"] for h in r["hits"]) for r in plain["results"])
+
+    # A format the top answer is not in: results of that format only (found inside the channels).
+    txt = _cli_search(layout, monkeypatch, capsys, "--json", "--format", "txt")
+    assert txt["results"] and {r["doc_path"] for r in txt["results"]} <= {
+        "04-disk-space-alert.txt",
+        "08-network-latency.txt",
+    }
+    assert txt["filters"] == {"format": ["text"]}
+    two = _cli_search(layout, monkeypatch, capsys, "--json", "--path", "0[89]-*", "--format", "docx", "--format", "txt")
+    assert two["results"] and {r["doc_path"] for r in two["results"]} <= {
+        "08-network-latency.txt",
+        "09-kafka-consumer-lag.docx",
+    }
+
+    section = plain["results"][0]["section_path"].split(" > ")[0]
+    by_section = _cli_search(layout, monkeypatch, capsys, "--json", "--section", section, "--type", "text")
+    assert by_section["results"]
+    assert all(
+        r["section_path"] == section or r["section_path"].startswith(section + " > ") for r in by_section["results"]
+    )
+    assert all(h["chunk_type"] == "TEXT" for r in by_section["results"] for h in r["hits"])
+
+    high = _cli_search(layout, monkeypatch, capsys, "--json", "--min-score", "0.5")
+    assert all(h["relevance"] >= 0.5 for r in high["results"] for h in r["hits"])
+    assert len([h for r in high["results"] for h in r["hits"]]) < len([h for r in plain["results"] for h in r["hits"]])
+
+    text = _cli_search(layout, monkeypatch, capsys, "--top-k", "2")
+    assert "1. relevance 0." in text and "vector #" in text and " cos 0." in text and "bm25 " in text
+
+
+def test_corpus_search_refuses_a_bad_filter_before_loading_anything(zh_kb, monkeypatch, capsys):
+    from corpus_pipeline.cli import main
+
+    layout, _, _ = zh_kb
+    monkeypatch.setenv("CORPUS_HOME", str(layout.home))
+    assert main(["search", "x", "--kb", "ops-runbook-zh", "--format", "odt", "--min-score", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown format 'odt'" in err and "score_threshold = 2.0" in err
