@@ -21,6 +21,7 @@ from dagster import (
 )
 
 from assets.checks import CHECK_SPECS, check_results, distribution_metadata, quality_outcomes
+from assets.documents import progress_log
 from assets.partitions import by_kb, kb_version_partitions, split_key
 from corpus_pipeline import indexing
 from corpus_pipeline.indexing.stats import StageResult
@@ -53,7 +54,9 @@ def parent_blocks(
     kb = corpus.kb_at_version(kb_name, version)
     previous = corpus.previous("parent_blocks", kb_name, version)
     with corpus.tools(kb, llm.defaults()) as tools:
-        result = indexing.build_parent_blocks(kb, version, parsed_blocks, previous, tools)
+        result = indexing.build_parent_blocks(
+            kb, version, parsed_blocks, previous, tools, progress=progress_log(context)
+        )
     table = result.table
     outcomes = quality_outcomes("parent_blocks", kb, context.partition_key, parents=table, texts=parsed_blocks["texts"])
     result.checks = [o.to_dict() for o in outcomes]
@@ -93,7 +96,9 @@ def child_chunks(
     previous = corpus.previous("child_chunks", kb_name, version)
     images = indexing.image_pieces_by_doc(image_descriptions, parsed_blocks)
     with corpus.tools(kb, llm.defaults()) as tools:
-        result = indexing.build_child_chunks(kb, version, parent_blocks, parsed_blocks, images, previous, tools)
+        result = indexing.build_child_chunks(
+            kb, version, parent_blocks, parsed_blocks, images, previous, tools, progress=progress_log(context)
+        )
     table = result.table
     outcomes = quality_outcomes(
         "child_chunks", kb, context.partition_key, children=table, parents=parent_blocks, texts=parsed_blocks["texts"]
@@ -120,7 +125,7 @@ def chunk_embeddings(
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     emb = kb.config.embedding
-    result = indexing.embed_chunks(child_chunks, emb, cache=corpus.embedding_cache())
+    result = indexing.embed_chunks(child_chunks, emb, cache=corpus.embedding_cache(), progress=progress_log(context))
     table = result.table
     outcomes = quality_outcomes("chunk_embeddings", kb, context.partition_key, embeddings=table, children=child_chunks)
     result.checks = [o.to_dict() for o in outcomes]

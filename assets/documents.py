@@ -8,7 +8,14 @@ from dagster import AssetExecutionContext, DataVersion, MetadataValue, Output, a
 from assets.partitions import kb_partitions
 from corpus_pipeline import freshness, indexing
 from corpus_pipeline.indexing.stats import StageResult
+from corpus_pipeline.progress import Throttled, logging_progress
 from resources import CorpusResource
+
+
+def progress_log(context: AssetExecutionContext) -> Throttled:
+    """A stage's progress as log lines of the run (one a second, and the last): they show
+    in the Dagster UI, and ``corpus index`` reads them back to draw its bars."""
+    return logging_progress(context.log.info)
 
 
 def _metadata(result: StageResult, rows: int) -> dict[str, Any]:
@@ -36,8 +43,9 @@ def parsed_blocks(context: AssetExecutionContext, corpus: CorpusResource, docume
     Documents unchanged since the last run (same content hash) are not parsed again."""
     kb = context.partition_key
     result = indexing.parse_documents(
-        corpus.kb(kb), documents, corpus.previous("parsed_blocks", kb), images_dir=corpus.layout.images
-    )
+        corpus.kb(kb), documents, corpus.previous("parsed_blocks", kb), images_dir=corpus.layout.images,
+        progress=progress_log(context),
+    )  # fmt: skip
     texts = result.named("texts")
     fingerprint = indexing.table_fingerprint(texts, ["doc_id", "content_hash", "status", "parser_version"])
     return Output(result, data_version=DataVersion(fingerprint), metadata=_metadata(result, texts.num_rows))
@@ -51,6 +59,6 @@ def image_descriptions(
     say why), cached by image hash. Vision calls share the ``vision`` concurrency pool.
     The last step of parsing: it records the KB's parse fingerprint (what is now parsed)."""
     kb = corpus.kb(context.partition_key)
-    result = indexing.describe_kb_images(kb, parsed_blocks, corpus.layout.cache)
+    result = indexing.describe_kb_images(kb, parsed_blocks, corpus.layout.cache, progress=progress_log(context))
     freshness.record_parsed(corpus.layout, kb.name, freshness.parse_fingerprint(kb, parsed_blocks["texts"]))
     return Output(result, metadata=_metadata(result, result.table.num_rows))

@@ -24,6 +24,7 @@ from corpus_pipeline.indexing.parse import blocks_by_doc, ok_texts, rows_by_doc
 from corpus_pipeline.indexing.stats import ChunkStats, StageResult
 from corpus_pipeline.kbconfig import KnowledgeBase
 from corpus_pipeline.models import IMAGE_CHUNK_TYPES, Block, Chunk, DocumentText, ParentBlock, Piece
+from corpus_pipeline.progress import ProgressFn, no_progress
 from corpus_pipeline.store import schemas
 
 
@@ -78,13 +79,19 @@ def build_parent_blocks(
     parsed: dict[str, pa.Table],
     previous: pa.Table | None,
     tools: ContextFactory,
+    *,
+    progress: ProgressFn = no_progress,
 ) -> StageResult:
-    """Run each document's parent pipeline (its plan: an override's or the KB's)."""
+    """Run each document's parent pipeline (its plan: an override's or the KB's);
+    ``progress`` is told after each document (``parents``, done, total, ``documents``)."""
     blocks = blocks_by_doc(parsed["blocks"])
     prev = rows_by_doc(previous)
     rows: list[dict[str, Any]] = []
     stats = ChunkStats()
-    for text in ok_texts(parsed):
+    texts = ok_texts(parsed)
+    for i, text in enumerate(texts):
+        if i:
+            progress("parents", i, len(texts), "documents")
         old = prev.get(text.doc_id)
         if (
             old
@@ -101,6 +108,7 @@ def build_parent_blocks(
         tools.absorb(ctx)
         rows.extend(schemas.to_rows(parents, ParentBlock))
         stats.documents += 1
+    progress("parents", len(texts), len(texts), "documents")
     table = pa.Table.from_pylist(rows, schema=schemas.PARENT_BLOCKS)
     _sizes(stats, table)
     _finish(stats, tools)
@@ -115,8 +123,11 @@ def build_child_chunks(
     image_pieces: dict[str, list[Piece]],
     previous: pa.Table | None,
     tools: ContextFactory,
+    *,
+    progress: ProgressFn = no_progress,
 ) -> StageResult:
-    """Run the child pipeline over every parent, with each document's image chunks."""
+    """Run the child pipeline over every parent, with each document's image chunks;
+    ``progress`` is told after each document (``children``, done, total, ``documents``)."""
     blocks = blocks_by_doc(parsed["blocks"])
     texts = {t.doc_id: t for t in ok_texts(parsed)}
     parents_by_doc: dict[str, list[ParentBlock]] = {}
@@ -125,7 +136,9 @@ def build_child_chunks(
     prev = rows_by_doc(previous)
     rows: list[dict[str, Any]] = []
     stats = ChunkStats()
-    for doc_id, doc_parents in parents_by_doc.items():
+    for i, (doc_id, doc_parents) in enumerate(parents_by_doc.items()):
+        if i:
+            progress("children", i, len(parents_by_doc), "documents")
         text = texts.get(doc_id)
         if text is None:
             continue
@@ -144,6 +157,7 @@ def build_child_chunks(
         tools.absorb(ctx)
         rows.extend(schemas.to_rows(children, Chunk))
         stats.documents += 1
+    progress("children", len(parents_by_doc), len(parents_by_doc), "documents")
     table = pa.Table.from_pylist(rows, schema=schemas.CHILD_CHUNKS)
     _sizes(stats, table)
     stats.image_chunks = sum(1 for t in table.column("chunk_type").to_pylist() if t in IMAGE_CHUNK_TYPES)

@@ -3,21 +3,75 @@ model embedded before (any KB, any version, any run) comes from the vector cache
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from corpus_pipeline.embedding import EmbeddingCache, EmbeddingConfig, embed_with_cache, open_embedder
+from corpus_pipeline.embedding.cache import Embedder
 from corpus_pipeline.indexing.stats import EmbedStats, StageResult
+from corpus_pipeline.progress import ProgressFn
 from corpus_pipeline.store import schemas
 
+PROGRESS_STEPS = 20  # at most this many progress reports (and model calls) per embed
 
-def embed_chunks(children: pa.Table, config: EmbeddingConfig, *, cache: EmbeddingCache | None) -> StageResult:
-    """One passage vector per child; ``model`` is the name the vectors are cached under."""
+
+class _Reporting:
+    """An ``Embedder`` that embeds passages in at most ``PROGRESS_STEPS`` slices, telling
+    ``progress`` after each; a slice is a whole number of the model's batches (times its
+    concurrent requests, for an endpoint), so no batch is sent short but the last."""
+
+    def __init__(self, inner: Embedder, config: EmbeddingConfig, progress: ProgressFn) -> None:
+        self.inner, self.progress = inner, progress
+        self.batch = config.batch_size * (config.max_concurrency if config.remote else 1)
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        n = len(texts)
+        step = self.batch * max(1, math.ceil(n / PROGRESS_STEPS / self.batch))
+        if n <= step:
+            out = self.inner.embed(texts)
+            self.progress("embed", n, n, "chunks")
+            return out
+        parts = []
+        for i in range(0, n, step):
+            parts.append(self.inner.embed(texts[i : i + step]))
+            self.progress("embed", min(i + step, n), n, "chunks")
+        return np.concatenate(parts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_queries(texts)
+
+    def close(self) -> None:
+        closer = getattr(self.inner, "close", None)
+        if callable(closer):
+            closer()
+
+
+def embed_chunks(
+    children: pa.Table, config: EmbeddingConfig, *, cache: EmbeddingCache | None, progress: ProgressFn | None = None
+) -> StageResult:
+    """One passage vector per child; ``model`` is the name the vectors are cached under.
+    ``progress`` is told as the texts missing from the cache are embedded (``embed``,
+    done, total, ``chunks``)."""
     texts = [str(t) for t in children.column("text").to_pylist()]
     model = config.vector_key
-    vecs, embedded, reused = embed_with_cache(texts, lambda: open_embedder(config), cache, model_name=model)
+
+    def opener() -> Embedder:
+        embedder = open_embedder(config)
+        return embedder if progress is None else _Reporting(embedder, config, progress)
+
+    vecs, embedded, reused = embed_with_cache(texts, opener, cache, model_name=model)
     dim = int(vecs.shape[1])
     flat = pa.array(vecs.reshape(-1), type=pa.float32())
     table = pa.table(

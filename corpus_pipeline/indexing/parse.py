@@ -15,6 +15,7 @@ from corpus_pipeline.kbconfig import KnowledgeBase, ParsingConfig
 from corpus_pipeline.models import Block, DocStatus, Document, DocumentText, ExtractedImage, ParsedDocument
 from corpus_pipeline.parsing import PARSER_VERSION
 from corpus_pipeline.parsing.worker import ParseJob, parse_many
+from corpus_pipeline.progress import ProgressFn, no_progress
 from corpus_pipeline.store import schemas
 
 
@@ -44,6 +45,7 @@ def parse_documents(
     *,
     images_dir: Path | None = None,
     workers: int = 1,
+    progress: ProgressFn = no_progress,
 ) -> StageResult:
     """Parse every document; failures are rows with ``status=FAILED`` and the error.
 
@@ -51,6 +53,7 @@ def parse_documents(
     (``parsing.worker``), ``workers`` at a time. With ``previous`` (this partition's last
     output), a document whose content hash, path and parser version are unchanged is not
     parsed again: its rows are carried over (unless a limit that has changed stopped it).
+    ``progress`` is told after each document (``parse``, done, total, ``documents``).
     Tables: ``texts`` (one ``DocumentText`` per document), ``blocks``, ``images``.
     """
     prev_texts = {r["doc_id"]: r for r in previous["texts"].to_pylist()} if previous and "texts" in previous else {}
@@ -79,6 +82,8 @@ def parse_documents(
     jobs = [ParseJob(d, kb.path, images_dir, limits) for d in docs if not d.error and reusable(d) is None]
     results = parse_many(jobs, workers)
     for doc in docs:
+        if stats.documents:
+            progress("parse", stats.documents, len(docs), "documents")  # the one before is done
         stats.documents += 1
         old = reusable(doc)
         if old is not None:
@@ -105,6 +110,7 @@ def parse_documents(
         images.extend(schemas.to_rows(parsed.images, ExtractedImage))
     if next(results, None) is not None:  # runs the generator to its end: the workers go back to the pool
         raise RuntimeError("the parser pool returned more documents than it was given")
+    progress("parse", len(docs), len(docs), "documents")
     tables = {
         "texts": pa.Table.from_pylist(texts, schema=schemas.TEXTS),
         "blocks": pa.Table.from_pylist(blocks, schema=schemas.BLOCKS),
