@@ -21,8 +21,8 @@ from dagster import DagsterEventType, DagsterInstance, Definitions, ExecuteInPro
 
 from assets import health
 from assets.definitions import build_definitions
-from assets.partitions import kb_version_key
-from corpus_pipeline import freshness, indexing
+from assets.partitions import kb_version_key, split_key
+from corpus_pipeline import freshness, indexing, progress
 from corpus_pipeline.indexing.publish import activate_if_current
 from corpus_pipeline.indexing.stats import ChunkStats, DiscoverStats, EmbedStats, ParseStats, read_checks, read_stats
 from corpus_pipeline.kbconfig import KnowledgeBase
@@ -63,8 +63,13 @@ class KBIndexSummary:
     seconds: float = 0.0
     error: str | None = None
 
+    @property
+    def warnings(self) -> list[dict[str, Any]]:
+        """The failed checks of severity WARN (the version is built and searchable)."""
+        return [c for c in self.checks_failed if c.get("severity") != "ERROR"]
+
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "warnings": len(self.warnings)}
 
 
 def register_partitions(instance: DagsterInstance, kb: str, version: str) -> None:
@@ -74,17 +79,88 @@ def register_partitions(instance: DagsterInstance, kb: str, version: str) -> Non
         instance.add_dynamic_partitions("strategy_version", [version])
 
 
-def _progress(result: ExecuteInProcessResult, partition: str, say: Callable[[str], None]) -> None:
-    for ev in result.all_events:
+class _RunWatcher:
+    """Reads one run's new event-log entries while it runs (from the main thread, beside the
+    run's own) and tells the reporter: steps started and finished, checks failed, and the
+    stages' progress lines (``corpus_pipeline.progress``). Reading is incremental (a cursor
+    on the storage id), and best effort: an error is counted, three in a row stop the
+    reading, and the run is never touched. At the end, the run's own events fill in what
+    was not seen, so every step's line is printed once, live or not.
+
+    SQLite: the event-log storage serializes its connections with one lock per instance
+    (``SqliteEventLogStorage._db_lock``), so a read waits for a write of the run's thread
+    and the other way round; both use the same instance object."""
+
+    def __init__(self, instance: DagsterInstance, run_id: str, partition: str, reporter: progress.Reporter) -> None:
+        self.instance, self.run_id, self.partition, self.reporter = instance, run_id, partition, reporter
+        self.cursor: str | None = None
+        self.seen: set[tuple[str, ...]] = set()
+        self.errors = 0
+        self.reads = 0
+
+    def poll(self) -> None:
+        if self.errors >= 3:
+            return
+        try:
+            while True:
+                conn = self.instance.get_records_for_run(self.run_id, cursor=self.cursor, limit=200)
+                self.reads += 1
+                for rec in conn.records:
+                    self._entry(rec.event_log_entry)
+                self.cursor = conn.cursor
+                if not conn.has_more:
+                    break
+            self.errors = 0
+        except Exception:  # noqa: BLE001 - a progress line is not worth failing a run for
+            self.errors += 1
+
+    def finish(self, result: ExecuteInProcessResult | None) -> None:
+        """The last entries, then whatever the reading missed, from the run's own events."""
+        self.poll()
+        for ev in result.all_events if result is not None else []:
+            self._event(ev)
+
+    def _entry(self, entry: Any) -> None:
+        if entry.dagster_event is not None:
+            self._event(entry.dagster_event)
+            return
+        update = progress.ProgressUpdate.from_message(entry.user_message)
+        if update is not None and entry.step_key:
+            self.reporter.step_progress(entry.step_key, self.partition, update)
+
+    def _event(self, ev: Any) -> None:
         data: Any = ev.event_specific_data  # (its type depends on the event's)
-        if ev.event_type == DagsterEventType.STEP_SUCCESS:
-            secs = data.duration_ms / 1000
-            say(f"  ✓ {ev.step_key:<20} {partition}  {secs:6.2f}s")
-        elif ev.event_type == DagsterEventType.STEP_FAILURE:
-            err = data.error
-            say(f"  ✗ {ev.step_key:<20} {partition}  {_cause(err) if err else ''}")
-        elif ev.event_type == DagsterEventType.ASSET_CHECK_EVALUATION and not data.passed:
-            say(f"  ✗ check {data.check_name} on {data.asset_key.to_user_string()} failed ({data.severity.value})")
+        kind = ev.event_type
+        step = str(ev.step_key or "")
+        key: tuple[str, ...] = (kind.value, step)
+        if kind == DagsterEventType.ASSET_CHECK_EVALUATION:
+            if data.passed:
+                return
+            key = (kind.value, data.asset_key.to_user_string(), data.check_name)
+        elif kind not in _STEP_EVENTS:
+            return
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        r, part = self.reporter, self.partition
+        if kind == DagsterEventType.STEP_START:
+            r.step_started(step, part)
+        elif kind == DagsterEventType.STEP_SUCCESS:
+            r.step_finished(step, part, "ok", data.duration_ms / 1000)
+        elif kind == DagsterEventType.STEP_FAILURE:
+            r.step_finished(step, part, "failed", None, _cause(data.error) if data.error else "")
+        elif kind == DagsterEventType.STEP_SKIPPED:
+            r.step_finished(step, part, "skipped", None)
+        else:
+            r.check_failed(data.check_name, data.asset_key.to_user_string(), part, data.severity.value)
+
+
+_STEP_EVENTS = {
+    DagsterEventType.STEP_START,
+    DagsterEventType.STEP_SUCCESS,
+    DagsterEventType.STEP_FAILURE,
+    DagsterEventType.STEP_SKIPPED,
+}
 
 
 def _written_by(folder: Path, run_id: str | None) -> bool:
@@ -152,22 +228,30 @@ def execute(
     kb: str,
     instance: DagsterInstance,
     say: Callable[[str], None],
+    reporter: progress.Reporter | None = None,
 ) -> ExecuteInProcessResult:
     """Run one partition of a job in process, tagged with this process (so a later
     ``corpus index`` can tell it died), in a worker thread: Dagster defers interrupts to
     its step boundaries and does not check them while a step waits for a pool slot, so the
     main thread answers SIGINT/SIGTERM itself: it marks the run failed, frees its slots and
     raises ``Interrupted``. What the run wrote is what a ``kill -9`` would leave: every
-    output is replaced atomically, the previous version stays active."""
+    output is replaced atomically, the previous version stays active.
+
+    Meanwhile the main thread reads the run's new events every quarter second and tells
+    ``reporter`` (``_RunWatcher``): each step's line as it ends, progress as it goes."""
     invocation = uuid.uuid4().hex
+    run_id = str(uuid.uuid4())  # known before the run starts: its events are read while it runs
     tags = {**health.process_tags(kb), health.INVOCATION_TAG: invocation}
     box: dict[str, Any] = {}
+    label = "|".join(split_key(partition_key)) if isinstance(partition_key, MultiPartitionKey) else partition_key
+    watcher = _RunWatcher(instance, run_id, label, reporter or progress.LineReporter(say))
 
     def work() -> None:
         try:
             box["result"] = defs.resolve_job_def(job).execute_in_process(
-                partition_key=partition_key, instance=instance, raise_on_error=False, run_config=_QUIET, tags=tags
-            )
+                partition_key=partition_key, instance=instance, raise_on_error=False, run_config=_QUIET, tags=tags,
+                run_id=run_id,
+            )  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
 
@@ -176,6 +260,9 @@ def execute(
     # ("partially initialized module"), so they are imported here, before the run's thread.
     import sqlalchemy.orm  # noqa: F401
 
+    # The reading's first query, also before the run's thread (its imports, and for SQLite
+    # the run's event-log file, which the run then finds made).
+    watcher.poll()
     got: list[int] = []
 
     def on_signal(signo: int, _frame: FrameType | None) -> None:
@@ -190,6 +277,7 @@ def execute(
         while worker.is_alive():
             worker.join(0.25)
             waited += 0.25
+            watcher.poll()
             if not told and waited >= 3.0 and waited % 3.0 < 0.25:
                 note = _waiting_note(instance, invocation)
                 if note:
@@ -211,6 +299,7 @@ def execute(
     if "error" in box:
         raise box["error"]
     result: ExecuteInProcessResult = box["result"]
+    watcher.finish(result)
     return result
 
 
@@ -234,19 +323,25 @@ def index_kb(
     *,
     force: bool = False,
     wait: float = 0.0,
+    reporter: progress.Reporter | None = None,
 ) -> KBIndexSummary:
     """Bring one KB's ``version`` up to date: parse if stale, then chunk, embed, index.
 
     One writer per KB: the KB's file lock is held throughout, and a run of the KB that
     Dagster's daemon is executing is waited for (``wait`` seconds; 0: the KB is reported
-    busy at once, the other KBs go on)."""
+    busy at once, the other KBs go on). What happens is told to ``reporter`` as it
+    happens (default: ``say`` gets a line per step and failed check)."""
     t0 = time.monotonic()
+    if reporter is None:
+        reporter = progress.LineReporter(say)
+    else:
+        say = reporter.line
     for line in health.repair_dead_runs(instance):
         say(f"  repaired: {line}")
     try:
         with kb_lock(layout, kb.name, wait=wait, say=say):
             _wait_for_other_runs(instance, kb.name, wait, say)
-            return _index_kb_locked(defs, instance, layout, kb, version, say, force=force, t0=t0)
+            return _index_kb_locked(defs, instance, layout, kb, version, reporter, force=force, t0=t0)
     except KBBusyError as exc:
         say(f"▶ {kb.name}: busy — {exc}")
         return KBIndexSummary(
@@ -280,11 +375,12 @@ def _index_kb_locked(
     layout: Layout,
     kb: KnowledgeBase,
     version: str,
-    say: Callable[[str], None],
+    reporter: progress.Reporter,
     *,
     force: bool,
     t0: float,
 ) -> KBIndexSummary:
+    say = reporter.line
     summary = KBIndexSummary(kb.name, version)
     register_partitions(instance, kb.name, version)
     fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb).table)
@@ -293,10 +389,9 @@ def _index_kb_locked(
     parse_run: str | None = None
     if force or fresh.parse_needed:
         say(f"▶ {kb.name}: parse (partition {kb.name}) — {summary.reason}")
-        r1 = execute(defs, "parse_kb", kb.name, kb.name, instance, say)
+        r1 = execute(defs, "parse_kb", kb.name, kb.name, instance, say, reporter)
         summary.runs.append(r1.run_id)
         summary.partitions_run.append(kb.name)
-        _progress(r1, kb.name, say)
         parse_run = r1.run_id
         parse_ok = r1.success
         if not r1.success:
@@ -308,10 +403,9 @@ def _index_kb_locked(
     if parse_ok and (force or fresh.index_needed):
         key = kb_version_key(kb.name, version)
         say(f"▶ {kb.name}: chunk, embed, index (partition {kb.name}|{version})")
-        r2 = execute(defs, "index_version", key, kb.name, instance, say)
+        r2 = execute(defs, "index_version", key, kb.name, instance, say, reporter)
         summary.runs.append(r2.run_id)
         summary.partitions_run.append(f"{kb.name}|{version}")
-        _progress(r2, f"{kb.name}|{version}", say)
         version_run = r2.run_id
         _fill_version(summary, layout, kb.name, version, version_run)
         if not r2.success:
@@ -361,11 +455,15 @@ def index_kbs(
     *,
     force: bool = False,
     wait: float = 0.0,
+    reporter: progress.Reporter | None = None,
 ) -> list[KBIndexSummary]:
     instance = DagsterInstance.get()
     defs = build_definitions(str(layout.home))
-    kwargs = {"say": say} if say else {}
-    return [index_kb(defs, instance, layout, kb, version, force=force, wait=wait, **kwargs) for kb, version in kbs]
+    kwargs: dict[str, Any] = {"say": say} if say else {}
+    return [
+        index_kb(defs, instance, layout, kb, version, force=force, wait=wait, reporter=reporter, **kwargs)
+        for kb, version in kbs
+    ]
 
 
 def backfill_strategy(
@@ -373,10 +471,12 @@ def backfill_strategy(
     kbs: list[KnowledgeBase],
     strategy: str,
     say: Callable[[str], None] | None = None,
+    *,
+    reporter: progress.Reporter | None = None,
 ) -> list[KBIndexSummary]:
     """After a strategy's code version changed: materialize the new version of exactly the
     KBs whose plans use it (their other partitions and other KBs are left alone)."""
     from corpus_pipeline.versioning import uses_strategy
 
     chosen = [(kb, register_version(layout, kb)) for kb in kbs if uses_strategy(kb, strategy)]
-    return index_kbs(layout, chosen, say)
+    return index_kbs(layout, chosen, say, reporter=reporter)
