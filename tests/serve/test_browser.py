@@ -154,6 +154,7 @@ def test_the_page_in_a_headless_browser(served: str, browser: Any, artefacts: Pa
     d.find_element("id", "key").send_keys(KEY)
     d.find_element("css selector", "#key-form button").click()
     WebDriverWait(d, 30).until(lambda d: len(Select(d.find_element("id", "version")).options) == 2)
+    assert not d.find_element("id", "key-form").is_displayed()
     assert Select(d.find_element("id", "kb")).first_selected_option.get_attribute("value") == "tiny"
     active = Select(d.find_element("id", "version")).first_selected_option.text
     assert "(active)" in active
