@@ -664,8 +664,37 @@ def fragment_search(
     }
     doc_ids = {p["parent_id"]: p["doc_id"] for p in parents.values()}
     return render(
-        "_search.html", data=data, parents=parents, doc_ids=doc_ids, kb=kb, version=v, model=model_limits(layout, kb, v)
+        "_search.html",
+        data=data,
+        parents=parents,
+        doc_ids=doc_ids,
+        kb=kb,
+        version=v,
+        model=model_limits(layout, kb, v),
+        hit_images=_hit_images(layout, kb, v, data),
     )
+
+
+def _hit_images(layout: Layout, kb: str, version: str, data: dict[str, Any]) -> dict[str, str]:
+    """The page URL of the image of each image hit, by chunk id."""
+    ids = [
+        h["chunk_id"] for r in data["results"] for h in r.get("hits") or [] if h.get("chunk_type") in IMAGE_CHUNK_TYPES
+    ]
+    if not ids:
+        return {}
+    rows = pq.read_table(
+        _children_file(layout, kb, version), columns=["chunk_id", "image_id"], filters=[("chunk_id", "in", ids)]
+    ).to_pylist()
+    stored = {
+        r["image_id"]: r["path"]
+        for r in _read(layout.partition_dir("parsed_blocks", kb) / "images.parquet", columns=["image_id", "path"])
+    }
+    out = {}
+    for r in rows:
+        url = image_url(layout, stored.get(r["image_id"]) or "")
+        if url:
+            out[r["chunk_id"]] = url
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- the public shell
