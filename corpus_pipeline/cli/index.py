@@ -108,9 +108,11 @@ def _interruptible(call: Callable[[], list[Any]], reporter: Any = None) -> list[
     try:
         return call()
     except Interrupted as exc:
-        if reporter is not None:
+        if reporter is not None:  # (stderr may still point at the abandoned run's compute log)
+            reporter.line(f"corpus: {exc}")
             reporter.close()  # the terminal back as it was (no bar left, the cursor shown)
-        print(f"corpus: {exc}", file=sys.stderr, flush=True)
+        else:
+            print(f"corpus: {exc}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(128 + exc.signo)
 
