@@ -50,7 +50,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "drop", help="remove a KB's outputs: partitions, search tables, versions, state, Dagster partitions "
         "(its documents under kbs/ are left alone)",
     )  # fmt: skip
-    x.add_argument("--kb", required=True, metavar="NAME")
+    x.add_argument("--kb", metavar="NAME", help="the KB to remove")
+    x.add_argument(
+        "--caches", action="store_true",
+        help="also remove the caches shared by every KB (vectors, image descriptions, LLM answers: text derived "
+        "from documents, also of deleted ones); the next index computes what it needs again",
+    )  # fmt: skip
     x.add_argument("--yes", action="store_true", help="do it (without it, only list what would be removed)")
     x.add_argument("--json", action="store_true")
     x.set_defaults(func=run_drop)
@@ -272,6 +277,30 @@ def run_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _drop_caches(layout: Layout, yes: bool, as_json: bool, *, quiet: bool = False) -> int:
+    """Remove ``warehouse/cache`` while holding every KB's lock (no index is writing it)."""
+    import contextlib
+    import shutil
+
+    from corpus_pipeline.cli import print_json
+    from corpus_pipeline.store.locks import kb_lock
+
+    size = sum(f.stat().st_size for f in layout.cache.rglob("*") if f.is_file()) if layout.cache.is_dir() else 0
+    if yes:
+        with contextlib.ExitStack() as stack:
+            for name in layout.list_kbs():
+                stack.enter_context(kb_lock(layout, name))
+            shutil.rmtree(layout.cache, ignore_errors=True)
+    if quiet:
+        return 0
+    if as_json:
+        print_json({"dry_run": not yes, "caches": str(layout.cache), "bytes": size})
+    else:
+        verb = "removed" if yes else "would remove (run again with --yes)"
+        print(f"{verb}: the caches under {layout.cache} ({size / 1048576:.1f} MB)")
+    return 0
+
+
 def run_drop(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -283,6 +312,10 @@ def run_drop(args: argparse.Namespace) -> int:
     from corpus_pipeline.store.versions import known_versions
 
     layout = Layout.from_env()
+    if args.kb is None:
+        if not args.caches:
+            raise ConfigError("corpus drop: say what to remove: --kb NAME, --caches, or both")
+        return _drop_caches(layout, args.yes, args.json)
     kb = check_kb_name(args.kb)
     versions = known_versions(layout, kb)
     if not args.yes:
@@ -294,6 +327,8 @@ def run_drop(args: argparse.Namespace) -> int:
             print(f"would remove {len(parts)} partition folder(s) and {len(versions)} version(s) of {kb!r}: "
                   "run again with --yes")  # fmt: skip
         return 0
+    if args.caches:
+        _drop_caches(layout, True, False, quiet=args.json)
     with kb_lock(layout, kb):
         report = drop_kb(layout, kb)
         prepare_dagster_home(layout)

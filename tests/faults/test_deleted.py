@@ -90,3 +90,18 @@ def test_drop_removes_a_kb_and_nothing_else(tiny_kb, corpus_home):
     # the other KB still searches
     s = _run(corpus_home, "search", "which port does the console listen on", "--kb", "other", "--json")
     assert s.returncode == 0 and "8443" in s.stdout, s.stderr
+
+
+def test_drop_caches_removes_text_derived_from_documents(tiny_kb, corpus_home):
+    r = _run(corpus_home, "index", "--kb", "tiny")
+    assert r.returncode == 0, r.stderr
+    cache = corpus_home / "warehouse" / "cache"
+    assert any(f.is_file() for f in cache.rglob("*"))
+    dry = _run(corpus_home, "drop", "--caches")
+    assert dry.returncode == 0 and "would remove" in dry.stdout and cache.is_dir()
+    r = _run(corpus_home, "drop", "--caches", "--yes")
+    assert r.returncode == 0 and "removed" in r.stdout, r.stderr
+    assert not cache.exists()
+    assert _run(corpus_home, "drop").returncode == 2  # nothing named
+    again = _run(corpus_home, "index", "--kb", "tiny", "--force")
+    assert again.returncode == 0, again.stderr  # the caches come back as needed
