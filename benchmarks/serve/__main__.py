@@ -1,0 +1,149 @@
+"""Search latency as an application meets it: `corpus search` per query (the model loaded
+each time) against one warm process, in process (`corpus_pipeline.open_kb`) and over HTTP
+(`corpus serve`: POST /search and Dify's POST /retrieval), on the bundled sample KBs.
+
+    .venv/bin/python -m benchmarks.serve [--home DIR] [--rounds 3] [--cli-queries 3]
+
+Indexes the two bundled KBs into ``--home`` (a temporary folder by default; an existing
+one with both KBs indexed is reused), then asks each KB's ``questions.jsonl`` ``--rounds``
+times. Prints JSON; RESULTS.md holds the latest figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = str(Path(sys.executable).with_name("corpus"))
+KBS = ("product-manual-en", "ops-runbook-zh")
+
+
+def _questions(home: Path, kb: str) -> list[str]:
+    lines = (home / "kbs" / kb / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["question"] for line in lines if line.strip()]
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 1)
+
+
+def _summary(ms: list[float]) -> dict[str, Any]:
+    return {"n": len(ms), "p50_ms": _pct(ms, 0.5), "p95_ms": _pct(ms, 0.95), "mean_ms": round(statistics.mean(ms), 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--home")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--cli-queries", type=int, default=3)
+    args = ap.parse_args()
+    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="bench-serve-")) / "corpus"
+    env = {**os.environ, "CORPUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "HF_HUB_OFFLINE": "1"}
+    for kb in KBS:
+        if not (home / "kbs" / kb).is_dir():
+            shutil.copytree(REPO / "data" / "kbs" / kb, home / "kbs" / kb)
+    t0 = time.monotonic()
+    r = subprocess.run([CORPUS, "index", "--json"], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"corpus index failed: {r.stderr[-2000:]}")
+    index_s = time.monotonic() - t0
+    out: dict[str, Any] = {
+        "machine": {
+            "cpu": _cpu(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_start": os.getloadavg(),
+        },
+        "index_seconds": round(index_s, 1),
+    }
+
+    # 1. `corpus search --json` per query: a process, the model and the tables each time.
+    cli: list[float] = []
+    for kb in KBS:
+        for q in _questions(home, kb)[: args.cli_queries]:
+            t = time.perf_counter()
+            subprocess.run([CORPUS, "search", q, "--kb", kb, "--json"], env=env, capture_output=True, check=True)
+            cli.append((time.perf_counter() - t) * 1e3)
+    out["cli_per_query"] = _summary(cli)
+
+    # 2. In process: one KB handle per KB, warm (first query of each KB not counted).
+    os.environ.update(env)
+    import corpus_pipeline
+
+    handles = {kb: corpus_pipeline.open_kb(kb, home=home) for kb in KBS}
+    for kb, h in handles.items():
+        h.search(_questions(home, kb)[0])
+    inproc: dict[str, list[float]] = {kb: [] for kb in KBS}
+    for _ in range(args.rounds):
+        for kb, h in handles.items():
+            for q in _questions(home, kb):
+                t = time.perf_counter()
+                h.search(q)
+                inproc[kb].append((time.perf_counter() - t) * 1e3)
+    out["in_process"] = {kb: _summary(v) for kb, v in inproc.items()}
+    for h in handles.values():
+        h.close()
+
+    # 3. Over HTTP: the app of `corpus serve` under uvicorn, warm.
+    import httpx
+    import uvicorn
+
+    from corpus_pipeline.serve.app import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(home, api_keys=[], rate_per_s=0), port=port, log_level="error"))
+    th = threading.Thread(target=server.run, daemon=True)
+    th.start()
+    while not server.started:
+        time.sleep(0.05)
+    url = f"http://127.0.0.1:{port}"
+    http: dict[str, list[float]] = {kb: [] for kb in KBS}
+    dify: list[float] = []
+    with httpx.Client(timeout=120) as c:
+        for kb in KBS:
+            c.post(f"{url}/search", json={"query": _questions(home, kb)[0], "kb": kb})
+        for _ in range(args.rounds):
+            for kb in KBS:
+                for q in _questions(home, kb):
+                    t = time.perf_counter()
+                    c.post(f"{url}/search", json={"query": q, "kb": kb}).raise_for_status()
+                    http[kb].append((time.perf_counter() - t) * 1e3)
+                    t = time.perf_counter()
+                    body = {"knowledge_id": kb, "query": q, "retrieval_setting": {"top_k": 5, "score_threshold": 0}}
+                    c.post(f"{url}/retrieval", json=body).raise_for_status()
+                    dify.append((time.perf_counter() - t) * 1e3)
+    server.should_exit = True
+    th.join(10)
+    out["http_search"] = {kb: _summary(v) for kb, v in http.items()}
+    out["http_dify_retrieval"] = _summary(dify)
+    out["cli_over_http_p50_ratio"] = round(
+        out["cli_per_query"]["p50_ms"] / statistics.median([x for v in http.values() for x in v]), 1
+    )
+    out["machine"]["load_avg_end"] = os.getloadavg()
+    print(json.dumps(out, indent=2))
+
+
+def _cpu() -> str:
+    from benchmarks.machine import cpu_model
+
+    return cpu_model()
+
+
+if __name__ == "__main__":
+    main()
