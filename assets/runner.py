@@ -237,7 +237,7 @@ def execute(
     raises ``Interrupted``. What the run wrote is what a ``kill -9`` would leave: every
     output is replaced atomically, the previous version stays active.
 
-    Meanwhile the main thread reads the run's new events every quarter second and tells
+    Meanwhile the main thread reads the run's new events twice a second and tells
     ``reporter`` (``_RunWatcher``): each step's line as it ends, progress as it goes."""
     invocation = uuid.uuid4().hex
     run_id = str(uuid.uuid4())  # known before the run starts: its events are read while it runs
@@ -277,7 +277,8 @@ def execute(
         while worker.is_alive():
             worker.join(0.25)
             waited += 0.25
-            watcher.poll()
+            if waited % 0.5 == 0:  # new events twice a second (a read costs ~5 ms of CPU)
+                watcher.poll()
             if not told and waited >= 3.0 and waited % 3.0 < 0.25:
                 note = _waiting_note(instance, invocation)
                 if note:

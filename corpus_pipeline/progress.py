@@ -241,7 +241,7 @@ def _finished(step: str, partition: str, status: str, seconds: float | None, err
         return "✓", step, partition, f"{seconds:6.2f}s" if seconds is not None else ""
     if status == "skipped":
         return "–", step, partition, "skipped (a blocking check or a step upstream failed)"
-    return "✗", step, partition, error
+    return "✗", step, partition, " ".join(error.split())  # one line
 
 
 class LineReporter(Reporter):

@@ -120,13 +120,13 @@ def test_line_reporter_marks_warnings_and_failures():
     r.check_failed("child_token_limit", "child_chunks", "tiny|v1", "ERROR")
     r.step_finished("child_chunks", "tiny|v1", "ok", 2.5)
     r.step_finished("chunk_embeddings", "tiny|v1", "skipped", None)
-    r.step_finished("search_index", "tiny|v1", "failed", None, "disk full")
+    r.step_finished("search_index", "tiny|v1", "failed", None, "disk full:\n  [Errno 28]")
     assert lines == [
         "  ⚠ check child_quantiles on child_chunks tiny|v1 failed (WARN)",
         "  ✗ check child_token_limit on child_chunks tiny|v1 failed (ERROR)",
         "  ✓ child_chunks         tiny|v1    2.50s",
         "  – chunk_embeddings     tiny|v1  skipped (a blocking check or a step upstream failed)",
-        "  ✗ search_index         tiny|v1  disk full",
+        "  ✗ search_index         tiny|v1  disk full: [Errno 28]",
     ]
 
 
