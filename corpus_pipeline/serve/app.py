@@ -77,7 +77,7 @@ class DifyRequest(BaseModel):
     knowledge_id: str = Field(min_length=1, max_length=64)
     query: str = Field(min_length=1, max_length=2000)
     retrieval_setting: DifyRetrievalSetting
-    metadata_condition: dict[str, Any] | None = None
+    metadata_condition: dict[str, Any] | None = None  # accepted and not applied (Dify has no UI for it)
 
 
 class _Bucket:
@@ -274,7 +274,7 @@ def create_app(
             raise DifyError(404, 2001, f"The knowledge is not indexed yet: {mask(str(exc))[:300]}") from None
         records = []
         for r in result.results:
-            score = _relevance(r)
+            score = float(r.relevance)  # in [0, 1]: what score_threshold means (retrieval.relevance)
             if score < setting.score_threshold:
                 continue
             records.append(
@@ -300,15 +300,6 @@ def create_app(
 
     mount_web(app)
     return app
-
-
-def _relevance(result: Any) -> float:
-    """A parent result's relevance in [0, 1] (the search layer's normalised score; the RRF
-    value scaled by its maximum when a build predates it)."""
-    rel = getattr(result, "relevance", None)
-    if rel is not None:
-        return float(rel)
-    return max(0.0, min(1.0, float(result.score) * 61.0 / 2.0))
 
 
 def _error(status: int, code: str, message: str, *, dify: bool = False, dify_code: int = 0) -> JSONResponse:

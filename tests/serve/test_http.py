@@ -132,6 +132,16 @@ def test_dify_external_knowledge_api(served: str) -> None:
     first = records[0]
     assert "12 months" in first["content"] and first["title"] == "harbor.md"
     assert 0.0 <= first["score"] <= 1.0 and isinstance(first["metadata"], dict) and first["metadata"]["chunk_ids"]
+    # the score is the parent's relevance; score_threshold keeps exactly those at or above it
+    same = httpx.post(f"{served}/search", json={"query": body["query"], "kb": "tiny", "top_k": 4}, headers=_auth())
+    rel = [r["relevance"] for r in same.json()["results"]]
+    four = {**body, "retrieval_setting": {"top_k": 4, "score_threshold": 0.0}}
+    scores = [rec["score"] for rec in httpx.post(f"{served}/retrieval", json=four, headers=_auth()).json()["records"]]
+    assert scores == pytest.approx(rel, abs=1e-4)  # /search rounds to 4 places
+    cut = sorted(scores)[len(scores) // 2]
+    mid = {**body, "retrieval_setting": {"top_k": 4, "score_threshold": cut}}
+    kept = httpx.post(f"{served}/retrieval", json=mid, headers=_auth()).json()["records"]
+    assert len(kept) == sum(s >= cut for s in scores) and all(rec["score"] >= cut for rec in kept)
     strict = {**body, "retrieval_setting": {"top_k": 2, "score_threshold": 1.0}}
     assert all(
         rec["score"] >= 1.0 for rec in httpx.post(f"{served}/retrieval", json=strict, headers=_auth()).json()["records"]
