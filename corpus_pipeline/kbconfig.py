@@ -392,8 +392,33 @@ def resolve_kb(kb_dir: Path) -> KnowledgeBase:
     """Load ``kb.yaml`` and build the KB's plans; raises ConfigError before any work."""
     check_kb_name(kb_dir.name)
     if not kb_dir.is_dir():
-        raise ConfigError(f"knowledge base folder {kb_dir} does not exist; create it under $CORPUS_HOME/kbs/.")
+        raise ConfigError(unknown_kb_message(kb_dir))
     return kb_from_config(kb_dir, load_kb_config(kb_dir))
+
+
+def require_known_kb(kbs_dir: Path, versions_dir: Path, name: str) -> str:
+    """``name`` if it is a KB folder or has registered versions; else the unknown-KB error."""
+    check_kb_name(name)
+    if not (kbs_dir / name).is_dir() and not (versions_dir / name).is_dir():
+        raise ConfigError(unknown_kb_message(kbs_dir / name))
+    return name
+
+
+def unknown_kb_message(kb_dir: Path) -> str:
+    """No such KB: which ones there are, and the nearest name."""
+    import difflib
+
+    parent = kb_dir.parent
+    known = (
+        sorted(p.name for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")) if parent.is_dir() else []
+    )
+    near = difflib.get_close_matches(kb_dir.name, known, n=1, cutoff=0.6)
+    hint = f" Did you mean {near[0]!r}?" if near else ""
+    listed = ", ".join(known) if known else "none yet"
+    return (
+        f"no knowledge base {kb_dir.name!r} (no folder {kb_dir}).{hint} Knowledge bases here: {listed}. "
+        "A knowledge base is a folder of documents under $CORPUS_HOME/kbs/."
+    )
 
 
 def kb_from_config(kb_dir: Path, cfg: KBConfig) -> KnowledgeBase:

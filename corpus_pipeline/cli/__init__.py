@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +43,7 @@ def print_json(data: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="corpus", description="Index folders of documents for RAG retrieval.")
+    parser.add_argument("--version", action="version", version=f"corpus {_version()}", help="print the version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _COMMAND_MODULES:
@@ -55,17 +57,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("corpus-pipeline")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
+        return "unknown"
+
+
+def _fail(args: argparse.Namespace, code: str, message: str, status: int) -> int:
+    """An error: on stderr, and also as JSON on stdout under ``--json`` (what a script reads)."""
+    if getattr(args, "json", False):
+        print_json({"error": {"code": code, "command": args.command, "message": message}, "exit_code": status})
+    prefix = "invalid configuration:\n" if code == "invalid_configuration" else ""
+    print(f"corpus {args.command}: {prefix}{message}", file=sys.stderr)
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:
-        print(f"corpus {args.command}: invalid configuration:\n{mask(str(exc))}", file=sys.stderr)
-        return 2
+        return _fail(args, "invalid_configuration", mask(str(exc)), 2)
     except CorpusError as exc:
-        print(f"corpus {args.command}: {mask(str(exc))}", file=sys.stderr)  # no key, whatever its shape
-        return 1
+        code = re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()  # StoreError -> store_error
+        return _fail(args, code, mask(str(exc)), 1)  # no key, whatever its shape
     except KeyboardInterrupt:
         return 130
 

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument("--strategy", required=True, help="strategy name or code whose version changed")
     b.add_argument("--kb", action="append", default=[], metavar="NAME", help="limit to these KBs (repeatable)")
     b.add_argument("--dry-run", action="store_true", help="list the partitions that would be built, build nothing")
-    b.add_argument("--json", action="store_true")
+    b.add_argument("--json", action="store_true", help="print a JSON list of per-KB summaries")
     b.set_defaults(func=run_backfill)
     d = sub.add_parser(
         "doctor",
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--fail", action="append", default=[], metavar="RUN_ID",
         help="also mark this unfinished run failed and free its slots (a run this host cannot check; repeatable)",
     )  # fmt: skip
-    d.add_argument("--json", action="store_true")
+    d.add_argument("--json", action="store_true", help="print the instance's state as JSON")
     d.set_defaults(func=run_doctor)
     x = sub.add_parser(
         "drop", help="remove a KB's outputs: partitions, search tables, versions, state, Dagster partitions "
@@ -57,13 +57,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "from documents, also of deleted ones); the next index computes what it needs again",
     )  # fmt: skip
     x.add_argument("--yes", action="store_true", help="do it (without it, only list what would be removed)")
-    x.add_argument("--json", action="store_true")
+    x.add_argument("--json", action="store_true", help="print what was (or would be) removed as JSON")
     x.set_defaults(func=run_drop)
     u = sub.add_parser(
         "ui", help="start Dagster (webserver + daemon for the sensor and schedule) on this CORPUS_HOME's instance"
     )
-    u.add_argument("--port", type=int, default=3000)
-    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--port", type=int, default=3000, help="port of the Dagster UI (default 3000)")
+    u.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     u.set_defaults(func=run_ui)
 
 

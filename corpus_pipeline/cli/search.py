@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("search", help="search a knowledge base (vector + keyword, fused, elevated to parent blocks)")
-    p.add_argument("query")
+    p.add_argument("query", help="the question, in any language the KB's model reads")
     p.add_argument("--kb", required=True, help="knowledge base name (folder under $CORPUS_HOME/kbs)")
     p.add_argument("--top-k", type=int, default=None, help="parent blocks to return (default: search.final_top_k, 5)")
     p.add_argument("--version", help="strategy version to search (default: the KB's active one)")

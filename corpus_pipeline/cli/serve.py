@@ -18,7 +18,7 @@ from corpus_pipeline.store.layout import Layout
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="serve search over HTTP (JSON API, Dify external knowledge API, /docs)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (non-loopback needs CORPUS_API_KEYS)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--rate", type=float, default=20.0, help="requests per second per client (0: unlimited)")
     p.add_argument("--max-body-kb", type=int, default=64, help="largest request body accepted")
     p.set_defaults(func=run)

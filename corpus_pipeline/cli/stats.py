@@ -20,7 +20,7 @@ import argparse
 from typing import Any
 
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.store.layout import Layout, check_kb_name
+from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.versions import active_version
 
 
@@ -72,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
 
     if not 1 <= args.bins <= 100:
         raise StoreError(f"--bins {args.bins} is out of range: allowed 1..100.")
+    from corpus_pipeline.kbconfig import require_known_kb
+
     layout = Layout.from_env()
-    kb = check_kb_name(args.kb)
+    kb = require_known_kb(layout.kbs, layout.versions, args.kb)
     versions = choose_versions(layout, kb, args.version, args.compare)
     stats = [partition_stats(layout, kb, v, bins=args.bins) for v in versions]
     if args.json:

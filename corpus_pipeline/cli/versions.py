@@ -21,13 +21,13 @@ from corpus_pipeline.versioning import strategy_version
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("versions", help="list a KB's strategy versions: counts, age, which is active")
-    p.add_argument("--kb", required=True)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--kb", required=True, metavar="NAME", help="knowledge base name (folder under $CORPUS_HOME/kbs)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of versions")
     p.set_defaults(func=run_versions)
     a = sub.add_parser("activate", help="make a built version the one search reads (rollback)")
-    a.add_argument("--kb", required=True)
-    a.add_argument("version")
-    a.add_argument("--json", action="store_true")
+    a.add_argument("--kb", required=True, metavar="NAME", help="knowledge base name (folder under $CORPUS_HOME/kbs)")
+    a.add_argument("version", help="the strategy version to activate (see `corpus versions --kb NAME`)")
+    a.add_argument("--json", action="store_true", help="print the switch as JSON")
     a.set_defaults(func=run_activate)
 
 
@@ -83,6 +83,9 @@ def run_versions(args: argparse.Namespace) -> int:
     from corpus_pipeline.cli import print_json
 
     layout = Layout.from_env()
+    from corpus_pipeline.kbconfig import require_known_kb
+
+    require_known_kb(layout.kbs, layout.versions, args.kb)
     rows = list_versions(layout, args.kb)
     if args.json:
         print_json(rows)

@@ -114,7 +114,7 @@ def test_stats_puts_two_versions_side_by_side(home, capsys):
 
 def test_stats_of_an_unknown_kb_or_version_is_an_error_on_stderr(home, capsys):
     code, out, err = _cli(capsys, "stats", "--kb", "nosuchkb")
-    assert code == 1 and out == "" and "corpus index --kb nosuchkb" in err
+    assert code == 2 and out == "" and "no knowledge base 'nosuchkb'" in err and "Knowledge bases here: tiny" in err
     code, out, err = _cli(capsys, "stats", "--kb", "tiny", "--version", "p2-c2-00000000")
     assert code == 1 and "versions with data" in err
 
