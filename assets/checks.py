@@ -22,13 +22,24 @@ from typing import Any
 import pyarrow as pa
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, MetadataValue
 
+from assets.partitions import kb_version_partitions
 from corpus_pipeline.kbconfig import KnowledgeBase
 from corpus_pipeline.quality.checks import ASSETS, checks_for
 from corpus_pipeline.quality.outcome import CheckOutcome
 
 CHECK_SPECS: dict[str, list[AssetCheckSpec]] = {
     asset: [
-        AssetCheckSpec(name=c.name, asset=asset, description=c.description, blocking=True) for c in checks_for(asset)
+        AssetCheckSpec(
+            name=c.name,
+            asset=asset,
+            description=c.description,
+            blocking=True,
+            # Partitioned checks (Dagster preview): each result is recorded for its
+            # kb × strategy_version partition, so the UI shows it per partition and one
+            # KB's pass does not replace another KB's failure as "the" latest result.
+            partitions_def=kb_version_partitions,
+        )
+        for c in checks_for(asset)
     ]
     for asset in ASSETS
 }
@@ -47,6 +58,14 @@ def _examples_md(examples: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def check_description(o: CheckOutcome) -> str:
+    """``[<kb>|<version>] PASS|FAIL (<severity>): message``: the partition first, because
+    the UI shows a check's latest result per asset, and one KB's success must not read as
+    if it answered for another KB's failure."""
+    verdict = "passed" if o.passed else f"FAILED ({o.severity})"
+    return f"[{o.partition}] {verdict}: {o.message}" if o.message else f"[{o.partition}] {verdict}"
+
+
 def check_results(asset_name: str, outcomes: list[CheckOutcome]) -> list[AssetCheckResult]:
     """One AssetCheckResult per outcome: severity ERROR (blocking) or WARN, and metadata
     with the counts, the threshold, what was observed and a few example rows."""
@@ -57,7 +76,7 @@ def check_results(asset_name: str, outcomes: list[CheckOutcome]) -> list[AssetCh
             "failed": o.failed,
             "blocking": o.blocking,
             "engine": o.engine,
-            "partition": o.partition,
+            "partition": MetadataValue.text(str(o.partition)),
             "message": o.message,
             "threshold": MetadataValue.json(json.loads(json.dumps(o.threshold, default=str))),
         }
@@ -71,7 +90,7 @@ def check_results(asset_name: str, outcomes: list[CheckOutcome]) -> list[AssetCh
                 check_name=o.name,
                 passed=o.passed,
                 severity=AssetCheckSeverity.ERROR if o.severity == "ERROR" else AssetCheckSeverity.WARN,
-                description=o.message,
+                description=check_description(o),
                 metadata=metadata,
             )
         )

@@ -21,6 +21,7 @@ from dagster import (
 )
 
 from assets.checks import CHECK_SPECS, check_results, distribution_metadata, quality_outcomes
+from assets.conventions import LANCEDB, OWNERS, PARQUET
 from assets.documents import progress_log
 from assets.partitions import by_kb, kb_version_partitions, split_key
 from corpus_pipeline import indexing
@@ -28,10 +29,11 @@ from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store import versions
 from corpus_pipeline.store.layout import Layout
 from resources import CorpusResource, LLMResource
+from resources.metadata import table_metadata
 
 
 def _metadata(result: StageResult, rows: int) -> dict[str, Any]:
-    meta: dict[str, Any] = {"dagster/row_count": rows}
+    meta: dict[str, Any] = {"dagster/row_count": MetadataValue.int(rows)}
     for k, v in result.stats.metadata().items():
         meta[k] = MetadataValue.json(v) if isinstance(v, (list, dict)) else v
     return meta
@@ -41,6 +43,8 @@ def _metadata(result: StageResult, rows: int) -> dict[str, Any]:
     partitions_def=kb_version_partitions,
     group_name="chunking",
     code_version="2",
+    kinds=PARQUET,
+    owners=OWNERS,
     ins={"parsed_blocks": AssetIn(partition_mapping=by_kb)},
     check_specs=CHECK_SPECS["parent_blocks"],
     pool="llm",
@@ -76,6 +80,8 @@ def parent_blocks(
     partitions_def=kb_version_partitions,
     group_name="chunking",
     code_version="2",
+    kinds=PARQUET,
+    owners=OWNERS,
     ins={"parsed_blocks": AssetIn(partition_mapping=by_kb), "image_descriptions": AssetIn(partition_mapping=by_kb)},
     check_specs=CHECK_SPECS["child_chunks"],
     pool="llm",
@@ -116,6 +122,8 @@ def child_chunks(
     partitions_def=kb_version_partitions,
     group_name="embedding",
     code_version="2",
+    kinds=PARQUET,
+    owners=OWNERS,
     check_specs=CHECK_SPECS["chunk_embeddings"],
 )
 def chunk_embeddings(
@@ -141,6 +149,8 @@ def chunk_embeddings(
     partitions_def=kb_version_partitions,
     group_name="embedding",
     code_version="2",
+    kinds=LANCEDB,
+    owners=OWNERS,
     ins={"child_chunks": AssetIn(), "chunk_embeddings": AssetIn()},
 )
 def search_index(
@@ -157,12 +167,19 @@ def search_index(
     _forget_unused_versions(context, layout, stats.retired_versions)
     return MaterializeResult(
         metadata={
-            "dagster/row_count": stats.rows,
             **stats.metadata(),
+            **_search_table_metadata(layout, kb_name, version, stats.rows),
             "retired_versions": MetadataValue.json(stats.retired_versions),
             "lancedb": MetadataValue.path(str(layout.search_table_dir(kb_name, version))),
         }
     )
+
+
+def _search_table_metadata(layout: Layout, kb: str, version: str, rows: int) -> dict[str, Any]:
+    """Row count and column schema of the LanceDB table just written (its Arrow schema)."""
+    from corpus_pipeline.store.lance import open_search_table
+
+    return table_metadata(open_search_table(layout, kb, version).schema, rows)
 
 
 def _forget_unused_versions(context: AssetExecutionContext, layout: Layout, retired: list[str]) -> None:

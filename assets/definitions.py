@@ -8,6 +8,7 @@ from assets.evaluation import retrieval_eval
 from assets.jobs import index_version_job, parse_kb_job
 from assets.sensors import kb_change_sensor, nightly_reindex
 from resources import CorpusResource, LLMResource, PartitionedParquetIOManager
+from resources.env import env_or
 
 all_assets = [
     documents,
@@ -22,7 +23,9 @@ all_assets = [
 
 
 def build_definitions(home: str = "") -> Definitions:
-    """Definitions over one CORPUS_HOME (empty: the environment's)."""
+    """Definitions over one CORPUS_HOME (empty: the environment's, as ``EnvVar("CORPUS_HOME")``
+    when it is set, so the UI shows where the home comes from; unset: ``./data``)."""
+    home = home or env_or("CORPUS_HOME")
     return Definitions(
         assets=all_assets,
         jobs=[parse_kb_job, index_version_job],
@@ -30,7 +33,7 @@ def build_definitions(home: str = "") -> Definitions:
         schedules=[nightly_reindex],
         resources={
             "corpus": CorpusResource(home=home),
-            "llm": LLMResource(),
+            "llm": LLMResource.from_env(),
             "io_manager": PartitionedParquetIOManager(home=home),
         },
     )

@@ -5,6 +5,7 @@ from typing import Any
 import pyarrow as pa
 from dagster import AssetExecutionContext, DataVersion, MetadataValue, Output, asset
 
+from assets.conventions import OWNERS, PARQUET
 from assets.partitions import kb_partitions
 from corpus_pipeline import freshness, indexing
 from corpus_pipeline.indexing.stats import StageResult
@@ -19,13 +20,13 @@ def progress_log(context: AssetExecutionContext) -> Throttled:
 
 
 def _metadata(result: StageResult, rows: int) -> dict[str, Any]:
-    meta: dict[str, Any] = {"dagster/row_count": rows}
+    meta: dict[str, Any] = {"dagster/row_count": MetadataValue.int(rows)}
     for k, v in result.stats.metadata().items():
         meta[k] = MetadataValue.json(v) if isinstance(v, (list, dict)) else v
     return meta
 
 
-@asset(partitions_def=kb_partitions, group_name="parsing", code_version="1")
+@asset(partitions_def=kb_partitions, group_name="parsing", code_version="1", kinds=PARQUET, owners=OWNERS)
 def documents(context: AssetExecutionContext, corpus: CorpusResource) -> Output[StageResult]:
     """One row per file of the KB: doc_id, path, format, size, content hash, resolved plan."""
     result = indexing.discover_documents(corpus.kb(context.partition_key))
@@ -37,7 +38,7 @@ def documents(context: AssetExecutionContext, corpus: CorpusResource) -> Output[
     )
 
 
-@asset(partitions_def=kb_partitions, group_name="parsing", code_version="1")
+@asset(partitions_def=kb_partitions, group_name="parsing", code_version="1", kinds=PARQUET, owners=OWNERS)
 def parsed_blocks(context: AssetExecutionContext, corpus: CorpusResource, documents: pa.Table) -> Output[StageResult]:
     """Each document parsed into ordered blocks, with its canonical text; failures recorded.
     Documents unchanged since the last run (same content hash) are not parsed again."""
@@ -51,7 +52,9 @@ def parsed_blocks(context: AssetExecutionContext, corpus: CorpusResource, docume
     return Output(result, data_version=DataVersion(fingerprint), metadata=_metadata(result, texts.num_rows))
 
 
-@asset(partitions_def=kb_partitions, group_name="parsing", code_version="1", pool="vision")
+@asset(
+    partitions_def=kb_partitions, group_name="parsing", code_version="1", kinds=PARQUET, owners=OWNERS, pool="vision"
+)
 def image_descriptions(
     context: AssetExecutionContext, corpus: CorpusResource, parsed_blocks: dict[str, pa.Table]
 ) -> Output[StageResult]:

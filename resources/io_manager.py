@@ -12,11 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dagster import ConfigurableIOManager, InputContext, MultiPartitionKey, OutputContext
+import pyarrow as pa
+from dagster import ConfigurableIOManager, InputContext, MetadataValue, MultiPartitionKey, OutputContext
 
 from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.parquet import read_partition, write_partition
+from resources.metadata import column_schema
 
 
 def partition_folder(layout: Layout, asset: str, key: str | MultiPartitionKey) -> Path:
@@ -28,6 +30,21 @@ def partition_folder(layout: Layout, asset: str, key: str | MultiPartitionKey) -
         kb, version = key.split("|", 1)
         return layout.partition_dir(asset, kb, version)
     return layout.partition_dir(asset, key)
+
+
+def written_metadata(folder: Path, tables: pa.Table | dict[str, pa.Table], files: list[str]) -> dict[str, Any]:
+    """What a written partition adds to its materialization: the folder as a clickable path,
+    the files, and ``dagster/column_schema`` of its table (of the first one, e.g. ``texts``,
+    when it has several; the others' schemas as ``column_schema/<name>``). The row count
+    (``dagster/row_count``) is the asset's own output metadata, which names its main table."""
+    meta: dict[str, Any] = {"path": MetadataValue.path(str(folder)), "files": MetadataValue.json(files)}
+    named = {"data": tables} if isinstance(tables, pa.Table) else dict(tables)
+    for i, (name, table) in enumerate(named.items()):
+        key = "dagster/column_schema" if i == 0 else f"column_schema/{name}"
+        meta[key] = MetadataValue.table_schema(column_schema(table.schema))
+    if len(named) > 1:
+        meta["rows"] = MetadataValue.json({name: t.num_rows for name, t in named.items()})
+    return meta
 
 
 class PartitionedParquetIOManager(ConfigurableIOManager):
@@ -56,7 +73,7 @@ class PartitionedParquetIOManager(ConfigurableIOManager):
             tables = obj.tables
         folder = self._path(context)
         files = write_partition(folder, tables, manifest)
-        context.add_output_metadata({"path": str(folder), "files": [f.name for f in files]})
+        context.add_output_metadata(written_metadata(folder, tables, [f.name for f in files]))
 
     def load_input(self, context: InputContext) -> Any:
         return read_partition(self._path(context))

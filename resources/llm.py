@@ -12,6 +12,8 @@ from typing import Any
 
 from dagster import ConfigurableResource
 
+from resources.env import env_or_none
+
 
 class LLMResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagster's generic parameter is the resource's own type)
     model: str | None = None
@@ -23,6 +25,20 @@ class LLMResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagster's
     max_concurrency: int | None = None
     max_output_tokens: int | None = None
     enabled: bool | None = None
+
+    @classmethod
+    def from_env(cls) -> LLMResource:
+        """The resource of the code location: model, base URL and key as ``EnvVar``\\ s of
+        ``CORPUS_LLM_MODEL``, ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` when they are set
+        (the same values ``corpus_pipeline.llm.settings`` would take from the environment,
+        and a kb.yaml ``llm:`` key still wins); the unset ones stay unset."""
+        from corpus_pipeline.llm.settings import DEFAULT_API_KEY_ENV, ENV_BASE_URL, ENV_MODEL
+
+        return cls(
+            model=env_or_none(ENV_MODEL),
+            base_url=env_or_none(ENV_BASE_URL),
+            api_key=env_or_none(DEFAULT_API_KEY_ENV),
+        )
 
     def defaults(self) -> dict[str, Any]:
         """The fields that are set, for ``corpus_pipeline.llm.settings`` (None is ignored there)."""

@@ -1,0 +1,103 @@
+"""Dagster conventions (issue 15): standard metadata on materializations, kinds and owners
+on every asset, resources from ``EnvVar``, check results that name their partition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, EnvVar, TableSchema, instance_for_test
+
+from assets.checks import CHECK_SPECS, check_results
+from assets.definitions import build_definitions, defs
+from assets.partitions import kb_version_partitions
+from assets.runner import index_kb
+from corpus_pipeline.kbconfig import resolve_kb
+from corpus_pipeline.quality.outcome import CheckOutcome
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import register_version
+from resources import CorpusResource, LLMResource
+
+ASSETS = {
+    "documents": {"parquet", "python"},
+    "parsed_blocks": {"parquet", "python"},
+    "image_descriptions": {"parquet", "python"},
+    "parent_blocks": {"parquet", "python"},
+    "child_chunks": {"parquet", "python"},
+    "chunk_embeddings": {"parquet", "python"},
+    "search_index": {"lancedb", "python"},
+    "retrieval_eval": {"python"},
+}
+
+
+def test_every_asset_has_kinds_and_an_owner():
+    for name, kinds in ASSETS.items():
+        spec = next(iter(defs.get_assets_def(name).specs))
+        assert set(spec.kinds) == kinds, name
+        assert spec.owners == ["team:corpus"], name
+
+
+def test_check_specs_are_partitioned_and_results_name_their_partition():
+    for specs in CHECK_SPECS.values():
+        assert specs and all(s.partitions_def == kb_version_partitions for s in specs)
+    outcomes = [
+        CheckOutcome("a", "child_chunks", False, "ERROR", 10, 2, "2 chunks too long", partition="alpha|v1"),
+        CheckOutcome("a", "child_chunks", True, "ERROR", 10, 0, "", partition="beta|v1"),
+    ]
+    failed, passed = check_results("child_chunks", outcomes)
+    assert failed.description == "[alpha|v1] FAILED (ERROR): 2 chunks too long"
+    assert passed.description == "[beta|v1] passed"
+    assert failed.metadata["partition"].value == "alpha|v1"
+
+
+def test_resources_read_the_environment_as_env_vars(monkeypatch):
+    for var in ("CORPUS_HOME", "CORPUS_LLM_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    plain = build_definitions()  # nothing set: the defaults (./data, no LLM)
+    assert plain.resources["corpus"].home == "" and plain.resources["llm"].defaults() == {}
+
+    monkeypatch.setenv("CORPUS_HOME", "/tmp/somewhere")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("CORPUS_LLM_MODEL", "gpt-test")
+    d = build_definitions()
+    assert d.resources["corpus"].home == EnvVar("CORPUS_HOME")
+    assert isinstance(d.resources["corpus"].home, EnvVar)
+    llm = d.resources["llm"]
+    assert isinstance(llm.api_key, EnvVar) and isinstance(llm.model, EnvVar) and llm.base_url is None
+    # Given explicitly, a home is a plain value; tests build resources directly.
+    assert build_definitions("/x").resources["corpus"].home == "/x"
+    assert CorpusResource(home="/y").home == "/y" and LLMResource().defaults() == {}
+
+
+@pytest.mark.slow
+def test_materializations_carry_row_count_column_schema_and_path(tiny_kb, corpus_home):
+    layout = Layout(corpus_home)
+    kb = resolve_kb(layout.kb_dir("tiny"))
+    version = register_version(layout, kb)
+    with instance_for_test() as instance:
+        summary = index_kb(build_definitions(str(layout.home)), instance, layout, kb, version, say=lambda s: None)
+        assert summary.status == "ok", summary.error
+        meta = {}
+        for name in ASSETS:
+            event = instance.get_latest_materialization_event(AssetKey(name))
+            assert event is not None and event.asset_materialization is not None, name
+            meta[name] = event.asset_materialization.metadata
+            assert "dagster/row_count" in meta[name], name
+
+    children = meta["child_chunks"]
+    assert children["dagster/row_count"].value == summary.child_chunks
+    schema = children["dagster/column_schema"].value
+    assert isinstance(schema, TableSchema)
+    assert {"chunk_id", "parent_id", "text", "start_offset"} <= {c.name for c in schema.columns}
+    folder = Path(children["path"].value)
+    assert folder == layout.partition_dir("child_chunks", "tiny", version) and (folder / "data.parquet").exists()
+    assert type(children["path"]).__name__ == "PathMetadataValue"
+
+    parsed = meta["parsed_blocks"]  # several tables: the first one's schema, the others' by name
+    assert {"doc_id", "text"} <= {c.name for c in parsed["dagster/column_schema"].value.columns}
+    assert "column_schema/blocks" in parsed and set(parsed["rows"].value) == {"texts", "blocks", "images"}
+
+    index = meta["search_index"]
+    assert index["dagster/row_count"].value == summary.child_chunks
+    assert "vector" in {c.name for c in index["dagster/column_schema"].value.columns}
+    assert type(index["lancedb"]).__name__ == "PathMetadataValue"
