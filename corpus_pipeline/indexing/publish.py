@@ -40,7 +40,17 @@ def write_search_index(layout: Layout, kb: str, version: str, children: pa.Table
         if missing:
             raise StoreError(f"{len(missing)} chunks of {kb}|{version} have no vector (first: {missing[0]})")
         embeddings = embeddings.take([order[c] for c in ids])
-    return write_search_table(layout, kb, version, children, vectors_of(embeddings))
+    return write_search_table(
+        layout, kb, version, children, vectors_of(embeddings), ann_min_rows=ann_min_rows(layout, kb)
+    )
+
+
+def ann_min_rows(layout: Layout, kb: str) -> int:
+    """``search.ann_min_rows`` of the KB's kb.yaml as it is now (search settings are read
+    live, like ``corpus search`` does, not from the version's registration)."""
+    from corpus_pipeline.kbconfig import load_kb_config
+
+    return load_kb_config(layout.kb_dir(kb)).search.ann_min_rows
 
 
 def publish_version(layout: Layout, kb: str, version: str, children: pa.Table, embeddings: pa.Table) -> PublishStats:

@@ -49,7 +49,7 @@ from corpus_pipeline.retrieval.relevance import relevance
 from corpus_pipeline.retrieval.rerank import Reranker, RerankOutcome, rerank_order
 from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.retrieval.subquestions import SubQuestions, split_question
-from corpus_pipeline.store.lance import KEYWORD_COLUMN, open_search_table, vector_mean
+from corpus_pipeline.store.lance import KEYWORD_COLUMN, has_vector_index, open_search_table, vector_mean
 from corpus_pipeline.store.layout import Layout
 
 if TYPE_CHECKING:
@@ -275,6 +275,8 @@ class Searcher:
         # Tables written before the analysed column have an ICU index on the raw text.
         self.analysed = KEYWORD_COLUMN in self.table.schema.names
         self.vector_mean = vector_mean(self.table)
+        # An ANN index (tables of search.ann_min_rows children and more): probes and refine.
+        self.ann = bool(self.rows) and has_vector_index(self.table)
         self.embedding = embedding_config(embedding)
         self.model = self.embedding.model
         self._embedder = embedder
@@ -385,11 +387,26 @@ class Searcher:
             baseline: float | None = float(vec @ self.vector_mean)
         else:
             baseline = None
+        q = self.vector_query(vec, k, where)
+        rows = cast(list[dict[str, Any]], q.select([*_CHILD_COLUMNS, "_distance"]).to_list())
+        return rows, baseline
+
+    def vector_query(self, vec: np.ndarray, k: int, where: str | None = None) -> Any:
+        """The LanceDB query of the vector channel: the ``k`` children nearest ``vec`` by cosine
+        among those ``where`` selects (pre-filtered). On a table with an ANN index (IVF_PQ):
+        at least ``ann_nprobes`` partitions, more when the filter leaves fewer than ``k`` rows
+        in them, and the ``k × ann_refine_factor`` best by PQ re-ranked by their exact cosine,
+        so the distances the gates read are exact; ``ann_nprobes`` 0 searches exactly."""
+        s = self.settings
         q = self.table.search(vec.tolist(), vector_column_name="vector").distance_type("cosine")
+        if self.ann:
+            if s.ann_nprobes == 0:
+                q = q.bypass_vector_index()
+            else:
+                q = q.minimum_nprobes(s.ann_nprobes).maximum_nprobes(0).refine_factor(s.ann_refine_factor)
         if where:
             q = q.where(where, prefilter=True)
-        rows = cast(list[dict[str, Any]], q.select([*_CHILD_COLUMNS, "_distance"]).limit(k).to_list())
-        return rows, baseline
+        return q.limit(k)
 
     def _keyword(self, query: str, k: int, warnings: list[str], where: str | None = None) -> list[dict[str, Any]]:
         """The keyword channel's rows (among those ``where`` selects, before the top k)."""

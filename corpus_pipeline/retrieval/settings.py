@@ -30,6 +30,15 @@
     keyword_relevance_half               12.0     the BM25 score a keyword hit's relevance reads as 0.5
                                                   (both: ``retrieval.relevance``; what is shown and
                                                   what ``score_threshold`` compares, never the order)
+    ann_min_rows                         100000   a search table of at least this many children gets an
+                                                  ANN index (IVF_PQ) on its vectors when it is written;
+                                                  below it the vector channel is a flat, exact scan
+    ann_nprobes                          20       IVF partitions the vector channel probes (at least;
+                                                  more when a filter leaves too few rows); 0: exact
+                                                  search even on an indexed table
+    ann_refine_factor                    10       the channel re-ranks ``vector_top_k`` × this many
+                                                  ANN candidates by their exact cosine (so the
+                                                  similarities the gates read are exact, not PQ's)
 
 The seed's vector gate (``min_vector_similarity`` 0.45) was set for one model; cosine
 similarities of other models live on other scales (all-MiniLM-L6-v2's answers score 0.3 to
@@ -67,6 +76,9 @@ both channels and change COVID-QA and CMRC by less than a question. RRF k (10, 2
 and channel weights (2:1 either way) changed nothing beyond a question.
 
 These settings do not change a KB's ``strategy_version``: the same index serves any of them.
+``ann_min_rows`` applies when a version's table is (re)written (``corpus index``; ``--force``
+to apply a new value to a table that is up to date); the ANN defaults and their recall
+against exact search (≥ 0.95 recall@10) are measured in ``benchmarks/ann/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -76,6 +88,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from corpus_pipeline.errors import ConfigError
+
+#: The default of ``ann_min_rows`` (``store.lance.VECTOR_INDEX_MIN_ROWS``). An IVF_PQ index needs
+#: 256 rows to train its codebooks: a lower value is refused.
+ANN_MIN_ROWS = 100_000
+ANN_MIN_ROWS_FLOOR = 256
 
 
 class SearchSettings(BaseModel):
@@ -107,6 +124,9 @@ class SearchSettings(BaseModel):
     rerank_candidates: int = Field(20, ge=1, le=1000)
     vector_relevance_span: float = Field(0.5, gt=0.0, le=1.0)
     keyword_relevance_half: float = Field(12.0, gt=0.0, le=10_000.0)
+    ann_min_rows: int = Field(ANN_MIN_ROWS, ge=ANN_MIN_ROWS_FLOOR, le=10**12)
+    ann_nprobes: int = Field(20, ge=0, le=100_000)
+    ann_refine_factor: int = Field(10, ge=1, le=1000)
 
     def __init__(self, **values: Any) -> None:
         try:

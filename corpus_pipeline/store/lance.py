@@ -15,24 +15,37 @@ import contextlib
 import json
 import os
 import warnings
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
 
 from corpus_pipeline.errors import StoreError
+from corpus_pipeline.retrieval.settings import ANN_MIN_ROWS
 from corpus_pipeline.store.layout import Layout, search_table_name
 from corpus_pipeline.store.schemas import search_schema
 
 os.environ.setdefault("LANCE_LOG", "error")
 
-# Below this many rows a flat (exact) vector search is fast enough (~50 ms at 100k rows);
-# an IVF_PQ index costs ~18 s to build on 2 cores and is only worth it past that.
-VECTOR_INDEX_MIN_ROWS = 200_000
+#: The default of ``search.ann_min_rows``: a table with at least this many rows gets an ANN
+#: index on its vectors (``ensure_vector_index``); below it search is a flat, exact scan.
+VECTOR_INDEX_MIN_ROWS = ANN_MIN_ROWS
+#: The vector column's ANN index (LanceDB's default name for an index on ``vector``).
+VECTOR_INDEX_NAME = "vector_idx"
+#: Retrain the ANN index (a full rebuild) when more than this share of the table's rows was
+#: not in the table the index was trained on (appended or replaced since); below it, new
+#: rows are added to the existing index (``optimize``: their IVF partitions and PQ codes
+#: from the trained centroids and codebooks, no retraining).
+VECTOR_INDEX_REBUILD_SHARE = 0.25
+#: k-means iterations of the IVF centroids and PQ codebooks (LanceDB's default: 50).
+VECTOR_INDEX_KMEANS_ITERATIONS = 50
+#: Field metadata of ``vector``: the row count the ANN index was trained on.
+VECTOR_INDEX_TRAINED_KEY = "corpus.ann_trained_rows"
 #: Bump when the table's layout or indexing changes: every version's table is then stale
 #: (``corpus_pipeline.freshness``) and rebuilt by the next ``corpus index`` or sensor tick.
-SEARCH_TABLE_VERSION = "3"  # 2: keyword_text column (CJK bigrams) carries the FTS index; 3: vector mean
+SEARCH_TABLE_VERSION = "4"  # 2: keyword_text column (CJK bigrams) carries the FTS index; 3: vector mean; 4: ANN index (ensure_vector_index)
 # The analysed text the keyword channel searches (beside the search_schema columns).
 KEYWORD_COLUMN = "keyword_text"
 #: Schema metadata key: the mean of the table's vectors, as JSON (the vector gate's baseline).
@@ -47,8 +60,17 @@ def connect(layout: Layout) -> Any:
     return lancedb.connect(str(layout.lancedb))
 
 
-def write_search_table(layout: Layout, kb: str, version: str, chunks: pa.Table, vectors: np.ndarray) -> int:
-    """Replace the search table of one partition with ``chunks`` and their ``vectors``."""
+def write_search_table(
+    layout: Layout,
+    kb: str,
+    version: str,
+    chunks: pa.Table,
+    vectors: np.ndarray,
+    *,
+    ann_min_rows: int = VECTOR_INDEX_MIN_ROWS,
+) -> int:
+    """Replace the search table of one partition with ``chunks`` and their ``vectors``; an
+    ANN index on the vectors when there are at least ``ann_min_rows`` (``search.ann_min_rows``)."""
     from lancedb.index import FTS
 
     from corpus_pipeline.retrieval.analysis import (
@@ -87,10 +109,123 @@ def write_search_table(layout: Layout, kb: str, version: str, chunks: pa.Table, 
             ),
             replace=True,
         )
-        if len(table) >= VECTOR_INDEX_MIN_ROWS:
-            tbl.create_index("vector", metric="cosine", replace=True)
+    ensure_vector_index(tbl, ann_min_rows)
     prune_history(tbl)
     return len(table)
+
+
+# ---------------------------------------------------------------------------- ANN index
+
+VectorIndexAction = Literal["none", "create", "optimize", "rebuild", "drop"]
+
+
+@dataclass(frozen=True)
+class VectorIndexState:
+    """What a table's ANN index covers: rows indexed and not (appended since the last build
+    or optimize), and the row count it was trained on (None: not recorded)."""
+
+    indexed_rows: int
+    unindexed_rows: int
+    trained_rows: int | None = None
+
+
+def vector_index_action(
+    rows: int,
+    min_rows: int,
+    index: VectorIndexState | None,
+    *,
+    rebuild_share: float = VECTOR_INDEX_REBUILD_SHARE,
+) -> VectorIndexAction:
+    """What to do with the ANN index of a table of ``rows`` rows (``index``: its state, None
+    without one) so that a table of at least ``min_rows`` rows has an index that covers every
+    row, trained on most of them:
+
+    - below ``min_rows``: no index (``drop`` one that exists: a flat scan is exact, and fast
+      enough there);
+    - no index yet: ``create``;
+    - more than ``rebuild_share`` of the rows not in the table the index was trained on (the
+      rows appended or replaced since, or the growth past the trained row count, whichever
+      is larger): ``rebuild`` (retrain the partitions and codebooks, sized for the rows now);
+    - some rows not indexed: ``optimize`` (add them to the index as it is);
+    - else ``none``.
+    """
+    if rows < min_rows:
+        return "drop" if index is not None else "none"
+    if index is None:
+        return "create"
+    trained = index.trained_rows if index.trained_rows is not None else index.indexed_rows
+    untrained = max(index.unindexed_rows, rows - trained)
+    if untrained > rebuild_share * rows:
+        return "rebuild"
+    if index.unindexed_rows > 0:
+        return "optimize"
+    return "none"
+
+
+def vector_index_state(tbl: Any) -> VectorIndexState | None:
+    """The state of ``tbl``'s ANN index on ``vector`` (None: there is none)."""
+    stats = tbl.index_stats(VECTOR_INDEX_NAME)
+    if stats is None:
+        return None
+    raw = (tbl.schema.field("vector").metadata or {}).get(VECTOR_INDEX_TRAINED_KEY.encode())
+    try:
+        trained = int(raw) if raw else None
+    except ValueError:
+        trained = None
+    return VectorIndexState(int(stats.num_indexed_rows), int(stats.num_unindexed_rows), trained)
+
+
+def vector_index_params(rows: int, dim: int) -> dict[str, int]:
+    """IVF_PQ parameters for ``rows`` vectors of ``dim`` dimensions (``benchmarks/ann``):
+    about sqrt(rows) partitions (~1,000 rows each at 1M), and PQ sub-vectors of 8 dimensions
+    (48 for 384-d vectors; the exact re-ranking of ``refine_factor`` makes up for the coarse
+    codes)."""
+    partitions = max(1, round(rows**0.5))
+    sub = dim // 8 if dim % 8 == 0 and dim >= 8 else (dim // 4 if dim % 4 == 0 and dim >= 4 else 1)
+    return {
+        "num_partitions": partitions,
+        "num_sub_vectors": max(1, sub),
+        "max_iterations": VECTOR_INDEX_KMEANS_ITERATIONS,
+    }
+
+
+def build_vector_index(tbl: Any) -> None:
+    """(Re)build ``tbl``'s ANN index on ``vector`` (IVF_PQ, cosine; trained on every row) and
+    record the row count it was trained on."""
+    from lancedb.index import IvfPq
+
+    rows = tbl.count_rows()
+    p = vector_index_params(rows, int(tbl.schema.field("vector").type.list_size))
+    config = IvfPq(
+        distance_type="cosine",
+        num_partitions=p["num_partitions"],
+        num_sub_vectors=p["num_sub_vectors"],
+        max_iterations=p["max_iterations"],
+    )
+    tbl.create_index("vector", config=config, replace=True)
+    tbl.update_field_metadata({"path": "vector", "metadata": {VECTOR_INDEX_TRAINED_KEY: str(rows)}})
+
+
+def ensure_vector_index(
+    tbl: Any, min_rows: int, *, rebuild_share: float = VECTOR_INDEX_REBUILD_SHARE
+) -> VectorIndexAction:
+    """Bring ``tbl``'s ANN index to what ``vector_index_action`` decides, after a write;
+    returns the action taken. ``optimize`` adds the unindexed rows to the index (and compacts
+    the table's files) without retraining; a full rebuild happens only when the table has
+    outgrown what the index was trained on."""
+    action = vector_index_action(tbl.count_rows(), min_rows, vector_index_state(tbl), rebuild_share=rebuild_share)
+    if action in ("create", "rebuild"):
+        build_vector_index(tbl)
+    elif action == "optimize":
+        tbl.optimize()
+    elif action == "drop":
+        tbl.drop_index(VECTOR_INDEX_NAME)
+    return action
+
+
+def has_vector_index(tbl: Any) -> bool:
+    """Whether ``tbl`` has an ANN index on ``vector`` (search then sets its probes and refine)."""
+    return tbl.index_stats(VECTOR_INDEX_NAME) is not None
 
 
 def prune_history(tbl: Any) -> None:

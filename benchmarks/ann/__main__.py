@@ -1,0 +1,3 @@
+from benchmarks.ann.run import main
+
+raise SystemExit(main())
