@@ -14,22 +14,35 @@ from dagster import (
     AssetExecutionContext,
     AssetIn,
     DataVersion,
+    DynamicOut,
+    DynamicOutput,
     MaterializeResult,
     MetadataValue,
+    OpExecutionContext,
+    Out,
     Output,
     asset,
+    graph_asset,
+    op,
 )
 
 from assets.checks import CHECK_SPECS, check_results, distribution_metadata, quality_outcomes
-from assets.conventions import LANCEDB, OWNERS, PARQUET
+from assets.conventions import BATCH_IO, BATCH_RETRY, LANCEDB, OWNERS, PARQUET
 from assets.documents import progress_log
 from assets.partitions import by_kb, kb_version_partitions, split_key
 from corpus_pipeline import indexing
+from corpus_pipeline.indexing import batches
 from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store import versions
 from corpus_pipeline.store.layout import Layout
 from resources import CorpusResource, LLMResource
+from resources.batch_io import remove_staging
 from resources.metadata import table_metadata
+
+
+def _check_outputs(asset: str) -> list[str]:
+    """The output names Dagster gives a graph-backed asset's checks (``<asset>_<check>``)."""
+    return [f"{asset}_{spec.name}" for spec in CHECK_SPECS[asset]]
 
 
 def _metadata(result: StageResult, rows: int) -> dict[str, Any]:
@@ -118,31 +131,64 @@ def child_chunks(
     yield from check_results("child_chunks", outcomes)
 
 
-@asset(
-    partitions_def=kb_version_partitions,
-    group_name="embedding",
-    code_version="2",
-    kinds=PARQUET,
-    owners=OWNERS,
-    check_specs=CHECK_SPECS["chunk_embeddings"],
-)
-def chunk_embeddings(
-    context: AssetExecutionContext, corpus: CorpusResource, child_chunks: pa.Table
+@op(out=DynamicOut(io_manager_key=BATCH_IO))
+def embed_plan(
+    context: OpExecutionContext, corpus: CorpusResource, child_chunks: pa.Table
+) -> Iterator[DynamicOutput[list[str]]]:
+    """The distinct texts this model has no cached vector for, cut into batches
+    (``indexing.batches``): one step each."""
+    kb_name, version = split_key(context.partition_key)
+    emb = corpus.kb_at_version(kb_name, version).config.embedding
+    todo = indexing.texts_to_embed(child_chunks, emb, corpus.embedding_cache())
+    parts = batches.split(todo, corpus.batch_workers, corpus.batch_rule("embed")) or [[]]
+    context.log.info(f"{len(todo)} of {child_chunks.num_rows} chunk text(s) to embed, in {len(parts)} batch(es)")
+    for i, part in enumerate(parts):
+        yield DynamicOutput(part, mapping_key=f"b{i}")
+
+
+@op(out=Out(io_manager_key=BATCH_IO), retry_policy=BATCH_RETRY)
+def embed_batch(context: OpExecutionContext, corpus: CorpusResource, texts: list[str]) -> dict[str, Any]:
+    """One batch of texts embedded (vectors by text hash); a failure of the step (the
+    endpoint down, the worker lost) is retried for this batch alone."""
+    kb_name, version = split_key(context.partition_key)
+    emb = corpus.kb_at_version(kb_name, version).config.embedding
+    return indexing.embed_batch(texts, emb, progress=progress_log(context))
+
+
+@op(out={"result": Out(), **{n: Out() for n in _check_outputs("chunk_embeddings")}})
+def embed_merge(
+    context: OpExecutionContext, corpus: CorpusResource, child_chunks: pa.Table, parts: list[dict[str, Any]]
 ) -> Iterator[Output[StageResult] | AssetCheckResult]:
-    """One vector per child chunk; text already embedded by this model is reused."""
+    """One vector per child chunk, in table order: from the batches, else the cache."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
-    emb = kb.config.embedding
-    result = indexing.embed_chunks(child_chunks, emb, cache=corpus.embedding_cache(), progress=progress_log(context))
+    fresh = {h: v for part in parts for h, v in part.items()}
+    result = indexing.embed_chunks(child_chunks, kb.config.embedding, cache=corpus.embedding_cache(), fresh=fresh)
+    remove_staging(corpus.home, context.run_id, "chunk_embeddings")
     table = result.table
     outcomes = quality_outcomes("chunk_embeddings", kb, context.partition_key, embeddings=table, children=child_chunks)
     result.checks = [o.to_dict() for o in outcomes]
     yield Output(
         result,
+        output_name="result",
         data_version=DataVersion(indexing.table_fingerprint(table, ["chunk_id", "text_hash", "model"])),
         metadata=_metadata(result, table.num_rows),
     )
     yield from check_results("chunk_embeddings", outcomes)
+
+
+@graph_asset(
+    partitions_def=kb_version_partitions,
+    group_name="embedding",
+    code_version="3",
+    kinds=PARQUET,
+    owners=OWNERS,
+    check_specs=CHECK_SPECS["chunk_embeddings"],
+)
+def chunk_embeddings(child_chunks: pa.Table) -> Any:
+    """One vector per child chunk; text already embedded by this model is reused, the rest
+    is embedded in batches, one step each, that an executor runs in parallel."""
+    return embed_merge(child_chunks, embed_plan(child_chunks).map(embed_batch).collect())
 
 
 @asset(

@@ -1,19 +1,35 @@
 """Per-KB assets: the documents of a KB, their parsed blocks, their image descriptions."""
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-from dagster import AssetExecutionContext, DataVersion, MetadataValue, Output, asset
+from dagster import (
+    AssetExecutionContext,
+    DataVersion,
+    DynamicOut,
+    DynamicOutput,
+    MetadataValue,
+    OpExecutionContext,
+    Out,
+    Output,
+    asset,
+    graph_asset,
+    op,
+)
 
-from assets.conventions import OWNERS, PARQUET
+from assets.conventions import BATCH_IO, BATCH_RETRY, OWNERS, PARQUET
 from assets.partitions import kb_partitions
 from corpus_pipeline import freshness, indexing
+from corpus_pipeline.indexing import batches
 from corpus_pipeline.indexing.stats import StageResult
+from corpus_pipeline.models import Document, ParsedDocument
 from corpus_pipeline.progress import Throttled, logging_progress
 from resources import CorpusResource
+from resources.batch_io import remove_staging
 
 
-def progress_log(context: AssetExecutionContext) -> Throttled:
+def progress_log(context: AssetExecutionContext | OpExecutionContext) -> Throttled:
     """A stage's progress as log lines of the run (one a second, and the last): they show
     in the Dagster UI, and ``corpus index`` reads them back to draw its bars."""
     return logging_progress(context.log.info)
@@ -38,18 +54,48 @@ def documents(context: AssetExecutionContext, corpus: CorpusResource) -> Output[
     )
 
 
-@asset(partitions_def=kb_partitions, group_name="parsing", code_version="1", kinds=PARQUET, owners=OWNERS)
-def parsed_blocks(context: AssetExecutionContext, corpus: CorpusResource, documents: pa.Table) -> Output[StageResult]:
-    """Each document parsed into ordered blocks, with its canonical text; failures recorded.
-    Documents unchanged since the last run (same content hash) are not parsed again."""
-    kb = context.partition_key
-    result = indexing.parse_documents(
-        corpus.kb(kb), documents, corpus.previous("parsed_blocks", kb), images_dir=corpus.layout.images,
-        progress=progress_log(context),
-    )  # fmt: skip
+@op(out=DynamicOut(io_manager_key=BATCH_IO))
+def parse_plan(
+    context: OpExecutionContext, corpus: CorpusResource, documents: pa.Table
+) -> Iterator[DynamicOutput[list[Document]]]:
+    """The documents to parse (new or changed since this partition's last run), cut into
+    batches (``indexing.batches``): one step each."""
+    kb = corpus.kb(context.partition_key)
+    todo = indexing.documents_to_parse(kb, documents, corpus.previous("parsed_blocks", kb.name))
+    parts = batches.split(todo, corpus.batch_workers, corpus.batch_rule("parse")) or [[]]
+    context.log.info(f"{len(todo)} of {documents.num_rows} document(s) to parse, in {len(parts)} batch(es)")
+    for i, part in enumerate(parts):
+        yield DynamicOutput(part, mapping_key=f"b{i}")
+
+
+@op(out=Out(io_manager_key=BATCH_IO), retry_policy=BATCH_RETRY)
+def parse_batch(context: OpExecutionContext, corpus: CorpusResource, batch: list[Document]) -> list[ParsedDocument]:
+    """One batch of documents parsed (each in a worker process under the KB's limits);
+    a failure of the step is retried for this batch alone."""
+    kb = corpus.kb(context.partition_key)
+    return indexing.parse_batch(kb, batch, images_dir=corpus.layout.images, progress=progress_log(context))
+
+
+@op
+def parse_merge(
+    context: OpExecutionContext, corpus: CorpusResource, documents: pa.Table, parts: list[list[ParsedDocument]]
+) -> Output[StageResult]:
+    """Every document in table order: parsed by a batch, or carried over unchanged."""
+    kb = corpus.kb(context.partition_key)
+    parsed = [p for part in parts for p in part]
+    result = indexing.merge_parsed(kb, documents, corpus.previous("parsed_blocks", kb.name), parsed)
+    remove_staging(corpus.home, context.run_id, "parsed_blocks")
     texts = result.named("texts")
     fingerprint = indexing.table_fingerprint(texts, ["doc_id", "content_hash", "status", "parser_version"])
     return Output(result, data_version=DataVersion(fingerprint), metadata=_metadata(result, texts.num_rows))
+
+
+@graph_asset(partitions_def=kb_partitions, group_name="parsing", code_version="2", kinds=PARQUET, owners=OWNERS)
+def parsed_blocks(documents: pa.Table) -> Any:
+    """Each document parsed into ordered blocks, with its canonical text; failures recorded.
+    Documents unchanged since the last run (same content hash) are not parsed again; the
+    others are parsed in batches, one step each, that an executor runs in parallel."""
+    return parse_merge(documents, parse_plan(documents).map(parse_batch).collect())
 
 
 @asset(

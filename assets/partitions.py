@@ -32,6 +32,13 @@ def kb_version_key(kb: str, version: str) -> MultiPartitionKey:
     return MultiPartitionKey({"kb": kb, "strategy_version": version})
 
 
-def split_key(key: MultiPartitionKey) -> tuple[str, str]:
-    dims = key.keys_by_dimension
-    return dims["kb"], dims["strategy_version"]
+def split_key(key: MultiPartitionKey | str) -> tuple[str, str]:
+    """(kb, strategy_version) of a partition key, or of its string form ``kb|version``
+    (what an op inside a graph-backed asset is typed to get)."""
+    if isinstance(key, MultiPartitionKey):
+        dims = key.keys_by_dimension
+        return dims["kb"], dims["strategy_version"]
+    kb, sep, version = key.partition("|")
+    if not sep:
+        raise ValueError(f"{key!r} is not a kb|strategy_version partition key")
+    return kb, version

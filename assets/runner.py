@@ -6,6 +6,8 @@ changed, the per-version job when the version was never built or was built from 
 parse. Every run is recorded on the instance and shows in the UI like any other.
 """
 
+import contextlib
+import os
 import signal
 import sys
 import threading
@@ -17,7 +19,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from dagster import DagsterEventType, DagsterInstance, Definitions, ExecuteInProcessResult, MultiPartitionKey
+from dagster import (
+    DagsterEventType,
+    DagsterInstance,
+    Definitions,
+    JobDefinition,
+    MultiPartitionKey,
+)
 
 from assets import health
 from assets.definitions import build_definitions
@@ -97,6 +105,7 @@ class _RunWatcher:
         self.seen: set[tuple[str, ...]] = set()
         self.errors = 0
         self.reads = 0
+        self.retried: dict[str, str] = {}  # step -> the error its last retried attempt ended with
 
     def poll(self) -> None:
         if self.errors >= 3:
@@ -114,7 +123,7 @@ class _RunWatcher:
         except Exception:  # noqa: BLE001 - a progress line is not worth failing a run for
             self.errors += 1
 
-    def finish(self, result: ExecuteInProcessResult | None) -> None:
+    def finish(self, result: Any) -> None:
         """The last entries, then whatever the reading missed, from the run's own events."""
         self.poll()
         for ev in result.all_events if result is not None else []:
@@ -126,17 +135,21 @@ class _RunWatcher:
             return
         update = progress.ProgressUpdate.from_message(entry.user_message)
         if update is not None and entry.step_key:
-            self.reporter.step_progress(entry.step_key, self.partition, update)
+            self.reporter.step_progress(progress.step_label(entry.step_key), self.partition, update)
 
     def _event(self, ev: Any) -> None:
         data: Any = ev.event_specific_data  # (its type depends on the event's)
         kind = ev.event_type
-        step = str(ev.step_key or "")
+        step = progress.step_label(str(ev.step_key or ""))
         key: tuple[str, ...] = (kind.value, step)
         if kind == DagsterEventType.ASSET_CHECK_EVALUATION:
             if data.passed:
                 return
             key = (kind.value, data.asset_key.to_user_string(), data.check_name)
+        elif kind == DagsterEventType.STEP_UP_FOR_RETRY:
+            if data.error:
+                self.retried[step] = _cause(data.error)
+            return
         elif kind not in _STEP_EVENTS:
             return
         if key in self.seen:
@@ -148,7 +161,7 @@ class _RunWatcher:
         elif kind == DagsterEventType.STEP_SUCCESS:
             r.step_finished(step, part, "ok", data.duration_ms / 1000)
         elif kind == DagsterEventType.STEP_FAILURE:
-            r.step_finished(step, part, "failed", None, _cause(data.error) if data.error else "")
+            r.step_finished(step, part, "failed", None, _failure(data.error, self.retried.get(step)))
         elif kind == DagsterEventType.STEP_SKIPPED:
             r.step_finished(step, part, "skipped", None)
         else:
@@ -221,6 +234,42 @@ class Interrupted(Exception):
         self.signo = signo
 
 
+def job_for(job: str, home: str, workers: int) -> JobDefinition:
+    """``job`` of the code location over ``home`` with ``workers`` processes (the multiprocess
+    executor, at most ``workers`` steps at once, batches cut for ``workers``): what every
+    step process of a ``corpus index --workers N`` run rebuilds (``reconstructable``)."""
+    from assets.executors import MAX_CONCURRENT_ENV
+
+    os.environ[MAX_CONCURRENT_ENV] = str(workers)
+    return build_definitions(home, executor="multiprocess", workers=workers).resolve_job_def(job)
+
+
+def _run_job(
+    defs: Definitions,
+    job: str,
+    partition_key: str | MultiPartitionKey,
+    instance: DagsterInstance,
+    tags: dict[str, str],
+    run_id: str,
+    workers: int,
+    home: str,
+) -> Any:
+    """One run of ``job``: in this process (``workers`` 1), else every step in its own
+    process, ``workers`` at a time (Dagster's multiprocess executor)."""
+    if workers <= 1:
+        return defs.resolve_job_def(job).execute_in_process(
+            partition_key=partition_key, instance=instance, raise_on_error=False, run_config=_QUIET, tags=tags,
+            run_id=run_id,
+        )  # fmt: skip
+    from dagster import build_reconstructable_job, execute_job
+
+    key = str(partition_key)
+    recon = build_reconstructable_job("assets.runner", "job_for", reconstructable_args=(job, home, workers))  # type: ignore[arg-type]
+    part_tags = defs.resolve_job_def(job).get_tags_for_partition_key(key, None)
+    with execute_job(recon, instance=instance, tags={**part_tags, **tags}, run_config=_QUIET) as result:
+        return result
+
+
 def execute(
     defs: Definitions,
     job: str,
@@ -229,7 +278,9 @@ def execute(
     instance: DagsterInstance,
     say: Callable[[str], None],
     reporter: progress.Reporter | None = None,
-) -> ExecuteInProcessResult:
+    workers: int = 1,
+    home: str = "",
+) -> Any:
     """Run one partition of a job in process, tagged with this process (so a later
     ``corpus index`` can tell it died), in a worker thread: Dagster defers interrupts to
     its step boundaries and does not check them while a step waits for a pool slot, so the
@@ -248,10 +299,7 @@ def execute(
 
     def work() -> None:
         try:
-            box["result"] = defs.resolve_job_def(job).execute_in_process(
-                partition_key=partition_key, instance=instance, raise_on_error=False, run_config=_QUIET, tags=tags,
-                run_id=run_id,
-            )  # fmt: skip
+            box["result"] = _run_job(defs, job, partition_key, instance, tags, run_id, workers, home)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
 
@@ -277,7 +325,11 @@ def execute(
         while worker.is_alive():
             worker.join(0.25)
             waited += 0.25
-            if waited % 0.5 == 0:  # new events twice a second (a read costs ~5 ms of CPU)
+            if workers > 1 and watcher.run_id == run_id:  # execute_job names its own run
+                found = health.find_run(instance, invocation)
+                if found is not None:
+                    watcher.run_id = found.run_id
+            if waited % 0.5 == 0 and (workers <= 1 or watcher.run_id != run_id):  # twice a second (~5 ms of CPU a read)
                 watcher.poll()
             if not told and waited >= 3.0 and waited % 3.0 < 0.25:
                 note = _waiting_note(instance, invocation)
@@ -287,6 +339,7 @@ def execute(
     except KeyboardInterrupt:
         name = signal.Signals(got[0]).name if got else "SIGINT"
         run = health.find_run(instance, invocation)
+        _stop_step_processes()
         if run is not None:
             health.fail_run(instance, run, f"interrupted by {name}")
         where = f"run {run.run_id} ({job} {partition_key})" if run is not None else f"{job} {partition_key}"
@@ -299,9 +352,21 @@ def execute(
             signal.signal(s, h)
     if "error" in box:
         raise box["error"]
-    result: ExecuteInProcessResult = box["result"]
+    result = box["result"]
     watcher.finish(result)
+    from resources.batch_io import remove_staging
+
+    remove_staging(home, result.run_id)  # what a failed run's batches left (a merge removes its own)
     return result
+
+
+def _stop_step_processes() -> None:
+    """The step processes of a multiprocess run (children of this process), on interrupt."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            child.kill()
 
 
 def _waiting_note(instance: DagsterInstance, invocation: str) -> str | None:
@@ -325,6 +390,7 @@ def index_kb(
     force: bool = False,
     wait: float = 0.0,
     reporter: progress.Reporter | None = None,
+    workers: int = 1,
 ) -> KBIndexSummary:
     """Bring one KB's ``version`` up to date: parse if stale, then chunk, embed, index.
 
@@ -342,7 +408,7 @@ def index_kb(
     try:
         with kb_lock(layout, kb.name, wait=wait, say=say):
             _wait_for_other_runs(instance, kb.name, wait, say)
-            return _index_kb_locked(defs, instance, layout, kb, version, reporter, force=force, t0=t0)
+            return _index_kb_locked(defs, instance, layout, kb, version, reporter, force=force, t0=t0, workers=workers)
     except KBBusyError as exc:
         say(f"▶ {kb.name}: busy — {exc}")
         return KBIndexSummary(
@@ -380,17 +446,22 @@ def _index_kb_locked(
     *,
     force: bool,
     t0: float,
+    workers: int = 1,
 ) -> KBIndexSummary:
     say = reporter.line
+    home = str(layout.home)
     summary = KBIndexSummary(kb.name, version)
     register_partitions(instance, kb.name, version)
-    fresh = freshness.check(layout, kb, version, indexing.discover_documents(kb).table)
+    discovered = indexing.discover_documents(kb).table
+    fresh = freshness.check(layout, kb, version, discovered)
     summary.reason = "forced" if force else fresh.reason
     parse_ok = True
     parse_run: str | None = None
     if force or fresh.parse_needed:
         say(f"▶ {kb.name}: parse (partition {kb.name}) — {summary.reason}")
-        r1 = execute(defs, "parse_kb", kb.name, kb.name, instance, say, reporter)
+        previous = None if force else _previous_parse(layout, kb.name)
+        todo = len(indexing.documents_to_parse(kb, discovered, previous))
+        r1 = execute(defs, "parse_kb", kb.name, kb.name, instance, say, reporter, _processes(workers, todo), home)
         summary.runs.append(r1.run_id)
         summary.partitions_run.append(kb.name)
         parse_run = r1.run_id
@@ -404,7 +475,9 @@ def _index_kb_locked(
     if parse_ok and (force or fresh.index_needed):
         key = kb_version_key(kb.name, version)
         say(f"▶ {kb.name}: chunk, embed, index (partition {kb.name}|{version})")
-        r2 = execute(defs, "index_version", key, kb.name, instance, say, reporter)
+        built = layout.partition_dir("chunk_embeddings", kb.name, version).exists()
+        todo = summary.documents_parsed if built and not force else discovered.num_rows
+        r2 = execute(defs, "index_version", key, kb.name, instance, say, reporter, _processes(workers, todo), home)
         summary.runs.append(r2.run_id)
         summary.partitions_run.append(f"{kb.name}|{version}")
         version_run = r2.run_id
@@ -425,23 +498,61 @@ def _index_kb_locked(
     return summary
 
 
-def _first_error(result: ExecuteInProcessResult, checks_failed: list[dict[str, Any]] | None = None) -> str:
+def _previous_parse(layout: Layout, kb: str) -> dict[str, Any] | None:
+    from corpus_pipeline.store.parquet import read_partition
+
+    try:
+        tables = read_partition(layout.partition_dir("parsed_blocks", kb))
+    except Exception:  # noqa: BLE001 - unreadable: everything is parsed
+        return None
+    return tables if isinstance(tables, dict) else None
+
+
+def _processes(workers: int, documents: int) -> int:
+    """``workers`` processes when ``documents`` to process make more than one batch
+    (``indexing.batches``), else 1: a step process costs seconds of imports and a model
+    load, more than a small change takes in this process."""
+    from corpus_pipeline.indexing import batches
+
+    return workers if workers > 1 and batches.batch_count(documents, workers, batches.rule("parse")) > 1 else 1
+
+
+def _first_error(result: Any, checks_failed: list[dict[str, Any]] | None = None) -> str:
     """What stopped a run: a blocking check's own message (partition, document, chunk,
     figure, limit, fix), else the first failed step's error."""
     for c in checks_failed or []:
         if c.get("severity") == "ERROR":
             return f"blocking check {c['check']} on {c['asset']} ({c['partition']}) failed: {c['message']}"
+    retried: dict[str, str] = {}
     for ev in result.all_events:
         data: Any = ev.event_specific_data
+        if ev.event_type == DagsterEventType.STEP_UP_FOR_RETRY and data.error:
+            retried[str(ev.step_key)] = _cause(data.error)
         if ev.event_type == DagsterEventType.STEP_FAILURE and data.error:
-            return f"{ev.step_key}: {_cause(data.error)}"
+            return f"{ev.step_key}: {_failure(data.error, retried.get(str(ev.step_key)))}"
     return "run failed"
+
+
+def _failure(error: Any, retried: str | None) -> str:
+    """A failed step's error; for a batch that failed again after its retries, the error of
+    its last attempt (Dagster's own says only "Exceeded max_retries of 2")."""
+    if error is None:
+        return retried or ""
+    message = _cause(error)
+    if retried and message.startswith("Exceeded max_retries"):
+        return f"{retried} (failed again after {message.removeprefix('Exceeded max_retries of ').strip()} retries)"
+    return message
+
+
+def _wrapper(cls_name: str) -> bool:
+    """Dagster's errors around a step's own (and a retry policy's request to retry it)."""
+    return cls_name.startswith(("Dagster", "RetryRequested"))
 
 
 def _cause(error: Any) -> str:
     """The message of the error that started it all: Dagster wraps the step's exception in
     "Error occurred while executing op ...", which says nothing about what went wrong."""
-    while getattr(error, "cause", None) is not None and str(getattr(error, "cls_name", "")).startswith("Dagster"):
+    while getattr(error, "cause", None) is not None and _wrapper(str(getattr(error, "cls_name", ""))):
         error = error.cause
     message = str(error.message).strip()
     if "[Errno 28]" in message or "No space left on device" in message:
@@ -457,12 +568,17 @@ def index_kbs(
     force: bool = False,
     wait: float = 0.0,
     reporter: progress.Reporter | None = None,
+    workers: int = 1,
 ) -> list[KBIndexSummary]:
+    """``workers`` > 1: the stages' batches run in that many processes at once (Dagster's
+    multiprocess executor; the instance must be persistent, as ``corpus``'s is)."""
     instance = DagsterInstance.get()
-    defs = build_definitions(str(layout.home))
+    defs = build_definitions(str(layout.home), workers=workers)
     kwargs: dict[str, Any] = {"say": say} if say else {}
     return [
-        index_kb(defs, instance, layout, kb, version, force=force, wait=wait, reporter=reporter, **kwargs)
+        index_kb(
+            defs, instance, layout, kb, version, force=force, wait=wait, reporter=reporter, workers=workers, **kwargs
+        )
         for kb, version in kbs
     ]
 

@@ -196,6 +196,20 @@ def tracked(items: Sequence[T], progress: ProgressFn | None, stage: str, unit: s
 # ----------------------------------------------------------------- what corpus index prints
 
 
+def step_label(step: str) -> str:
+    """A step as ``corpus index`` names it: a fanned-out asset's steps by their asset
+    (``parsed_blocks.parse_batch[b0]`` → ``parsed_blocks [b0]``, ``….parse_plan`` →
+    ``parsed_blocks (plan)``, ``….parse_merge`` → ``parsed_blocks``); others as they are."""
+    asset, dot, op = step.partition(".")
+    if not dot:
+        return step
+    if "[" in op:
+        return f"{asset} [{op.partition('[')[2].rstrip(']')}]"
+    if op.endswith("_plan"):
+        return f"{asset} (plan)"
+    return asset if op.endswith("_merge") else step
+
+
 def step_line(mark: str, step: str, partition: str, detail: str = "") -> str:
     """``  ✓ child_chunks         tiny|p2-c2-…    2.91s``: one line per finished step."""
     return f"  {mark} {step:<20} {partition}  {detail}".rstrip()

@@ -4,7 +4,7 @@ chunking tools of a KB."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagster import ConfigurableResource
 
@@ -14,11 +14,31 @@ from corpus_pipeline.kbconfig import KnowledgeBase, resolve_kb
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.versions import load_version
 
+if TYPE_CHECKING:
+    from corpus_pipeline.indexing.batches import BatchRule
+
 
 class CorpusResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagster's generic parameter is the resource's own type)
     """``home`` is CORPUS_HOME; empty means the environment variable (default ``./data``)."""
 
     home: str = ""
+    #: How many batches a fanned-out stage is cut into at most per worker (0: $CORPUS_WORKERS, else 1).
+    workers: int = 0
+    #: The smallest batch of documents to parse / texts to embed (0: ``indexing.batches``' rule).
+    min_batch_documents: int = 0
+    min_batch_texts: int = 0
+
+    @property
+    def batch_workers(self) -> int:
+        from corpus_pipeline.indexing.batches import workers_from_env
+
+        return self.workers if self.workers > 0 else workers_from_env()
+
+    def batch_rule(self, stage: str) -> BatchRule:
+        """How ``stage`` (``parse`` or ``embed``) cuts its work (``indexing.batches``)."""
+        from corpus_pipeline.indexing import batches
+
+        return batches.rule(stage, self.min_batch_documents if stage == "parse" else self.min_batch_texts)
 
     @property
     def layout(self) -> Layout:

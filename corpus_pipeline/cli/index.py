@@ -21,6 +21,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON list of per-KB summaries")
     p.add_argument("--force", action="store_true", help="re-run every partition even if nothing changed")
     p.add_argument(
+        "--workers", type=_workers, default=0, metavar="N",
+        help="processes that parse and embed a KB's batches at once (default: one per core; 1: all in this "
+        "process). Small changes run in this process anyway",
+    )  # fmt: skip
+    p.add_argument(
         "--wait", type=float, nargs="?", const=-1.0, default=0.0, metavar="SECONDS",
         help="when another process is writing a KB, wait for it (as long as it takes, or SECONDS) "
         "instead of reporting the KB busy",
@@ -75,14 +80,31 @@ def run(args: argparse.Namespace) -> int:
     # Step lines on stderr as they happen; bars too on a terminal (never with --json)
     with open_reporter(should_draw(args.json)) as reporter:
         summaries = _interruptible(
-            lambda: _index(layout, names, force=args.force, wait=args.wait, reporter=reporter), reporter
+            lambda: _index(layout, names, force=args.force, wait=args.wait, reporter=reporter, workers=args.workers),
+            reporter,
         )
     _print_summaries(summaries, args.json)
     return 0 if all(s.status == "ok" for s in summaries) else 1
 
 
+def _workers(raw: str) -> int:
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--workers {raw!r}: a number of processes, 1 or more")
+    return n
+
+
 def _index(
-    layout: Layout, names: list[str], *, force: bool = False, wait: float = 0.0, reporter: Any = None
+    layout: Layout,
+    names: list[str],
+    *,
+    force: bool = False,
+    wait: float = 0.0,
+    reporter: Any = None,
+    workers: int = 0,
 ) -> list[Any]:
     """What `corpus index` does, for the CLI and the Python API (``KB.index``)."""
     from corpus_pipeline.instance import prepare_dagster_home
@@ -96,7 +118,7 @@ def _index(
 
     from assets.runner import index_kbs  # Dagster is imported only here
 
-    return index_kbs(layout, planned, force=force, wait=wait, reporter=reporter)
+    return index_kbs(layout, planned, force=force, wait=wait, reporter=reporter, workers=workers or os.cpu_count() or 1)
 
 
 def index_names(layout: Layout, names: list[str], *, force: bool = False, wait: float = 0.0) -> list[dict[str, Any]]:

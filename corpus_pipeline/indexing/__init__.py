@@ -14,8 +14,15 @@ Every id is deterministic (same input and version -> same id) so re-runs are ide
 from corpus_pipeline.indexing.chunk import build_child_chunks, build_parent_blocks, image_pieces_by_doc
 from corpus_pipeline.indexing.describe import describe_kb_images
 from corpus_pipeline.indexing.discover import discover_documents, documents_of
-from corpus_pipeline.indexing.embed import embed_chunks, vectors_of
-from corpus_pipeline.indexing.parse import blocks_by_doc, ok_texts, parse_documents
+from corpus_pipeline.indexing.embed import embed_batch, embed_chunks, texts_to_embed, vectors_of
+from corpus_pipeline.indexing.parse import (
+    blocks_by_doc,
+    documents_to_parse,
+    merge_parsed,
+    ok_texts,
+    parse_batch,
+    parse_documents,
+)
 from corpus_pipeline.indexing.publish import publish_version, write_search_index
 from corpus_pipeline.indexing.stats import (
     ChunkStats,
@@ -46,14 +53,19 @@ __all__ = [
     "describe_kb_images",
     "discover_documents",
     "documents_of",
+    "documents_to_parse",
+    "embed_batch",
     "embed_chunks",
     "image_pieces_by_doc",
+    "merge_parsed",
     "ok_texts",
+    "parse_batch",
     "parse_documents",
     "publish_version",
     "read_checks",
     "read_stats",
     "table_fingerprint",
+    "texts_to_embed",
     "vectors_of",
     "write_search_index",
 ]

@@ -4,14 +4,14 @@ model embedded before (any KB, any version, any run) comes from the vector cache
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from corpus_pipeline.embedding import EmbeddingCache, EmbeddingConfig, embed_with_cache, open_embedder
-from corpus_pipeline.embedding.cache import Embedder
+from corpus_pipeline.embedding.cache import Embedder, text_hash
 from corpus_pipeline.indexing.stats import EmbedStats, StageResult
 from corpus_pipeline.progress import ProgressFn
 from corpus_pipeline.store import schemas
@@ -58,12 +58,47 @@ class _Reporting:
             closer()
 
 
+def texts_to_embed(children: pa.Table, config: EmbeddingConfig, cache: EmbeddingCache | None) -> list[str]:
+    """The distinct texts of ``children`` this model has no cached vector for (first-seen
+    order): the work of a run's embed, which the ``chunk_embeddings`` asset splits into
+    batches (``embed_batch``)."""
+    texts = [str(t) for t in children.column("text").to_pylist()]
+    hashes = [str(h) for h in children.column("text_hash").to_pylist()]
+    found = cache.get_many(config.vector_key, hashes) if cache else {}
+    first = dict(zip(hashes, texts, strict=True))
+    return [first[h] for h in first if h not in found]
+
+
+def embed_batch(
+    texts: Sequence[str], config: EmbeddingConfig, *, progress: ProgressFn | None = None
+) -> dict[str, np.ndarray]:
+    """Passage vectors of one batch of ``texts_to_embed``, by text hash (the model is
+    opened here, and closed)."""
+    if not texts:
+        return {}
+    embedder = open_embedder(config)
+    try:
+        model: Embedder = embedder if progress is None else _Reporting(embedder, config, progress)
+        vecs = model.embed(list(texts))
+    finally:
+        closer = getattr(embedder, "close", None)
+        if callable(closer):
+            closer()
+    return {text_hash(t): v for t, v in zip(texts, vecs, strict=True)}
+
+
 def embed_chunks(
-    children: pa.Table, config: EmbeddingConfig, *, cache: EmbeddingCache | None, progress: ProgressFn | None = None
+    children: pa.Table,
+    config: EmbeddingConfig,
+    *,
+    cache: EmbeddingCache | None,
+    progress: ProgressFn | None = None,
+    fresh: Mapping[str, np.ndarray] | None = None,
 ) -> StageResult:
     """One passage vector per child; ``model`` is the name the vectors are cached under.
-    ``progress`` is told as the texts missing from the cache are embedded (``embed``,
-    done, total, ``chunks``)."""
+    ``fresh``: the vectors the run's batches computed (``embed_batch``), by text hash;
+    whatever is in neither ``fresh`` nor the cache is embedded here, ``progress`` told
+    as it goes (``embed``, done, total, ``chunks``)."""
     texts = [str(t) for t in children.column("text").to_pylist()]
     model = config.vector_key
 
@@ -71,7 +106,7 @@ def embed_chunks(
         embedder = open_embedder(config)
         return embedder if progress is None else _Reporting(embedder, config, progress)
 
-    vecs, embedded, reused = embed_with_cache(texts, opener, cache, model_name=model)
+    vecs, embedded, reused = embed_with_cache(texts, opener, cache, model_name=model, known=fresh)
     dim = int(vecs.shape[1])
     flat = pa.array(vecs.reshape(-1), type=pa.float32())
     table = pa.table(

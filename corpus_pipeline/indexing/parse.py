@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,54 +39,75 @@ def stopped_by_other_limits(error: str | None, limits: ParsingConfig) -> bool:
     return False
 
 
-def parse_documents(
+def _reusable(kb: KnowledgeBase, prev_texts: dict[str, dict[str, Any]], doc: Document) -> dict[str, Any] | None:
+    """The previous parse of ``doc`` when it still holds: same content hash, path and
+    parser version, and not stopped by a limit that has changed since."""
+    old = prev_texts.get(doc.doc_id)
+    if (
+        old is not None
+        and old["content_hash"] == doc.content_hash
+        and old.get("parser_version") == PARSER_VERSION
+        and old["path"] == doc.path
+        and not doc.error
+        and not stopped_by_other_limits(old["error"], kb.config.parsing)
+    ):
+        return old
+    return None
+
+
+def _previous_texts(previous: dict[str, pa.Table] | None) -> dict[str, dict[str, Any]]:
+    return {r["doc_id"]: r for r in previous["texts"].to_pylist()} if previous and "texts" in previous else {}
+
+
+def documents_to_parse(kb: KnowledgeBase, documents: pa.Table, previous: dict[str, pa.Table] | None) -> list[Document]:
+    """The documents a run must parse (in table order): the readable ones whose previous
+    parse does not hold. The others are carried over by ``merge_parsed``."""
+    prev_texts = _previous_texts(previous)
+    return [d for d in documents_of(documents) if not d.error and _reusable(kb, prev_texts, d) is None]
+
+
+def parse_batch(
     kb: KnowledgeBase,
-    documents: pa.Table,
-    previous: dict[str, pa.Table] | None = None,
+    docs: Sequence[Document],
     *,
     images_dir: Path | None = None,
     workers: int = 1,
     progress: ProgressFn = no_progress,
-) -> StageResult:
-    """Parse every document; failures are rows with ``status=FAILED`` and the error.
+    label: str = "parse",
+) -> list[ParsedDocument]:
+    """Parse ``docs`` (one batch of ``documents_to_parse``), each in a worker process under
+    the KB's ``parsing:`` limits (``parsing.worker``), ``workers`` at a time; in order.
+    ``progress`` is told after each document (``label``, done, total, ``documents``)."""
+    jobs = [ParseJob(d, kb.path, images_dir, kb.config.parsing) for d in docs]
+    out: list[ParsedDocument] = []
+    for parsed in parse_many(jobs, workers):
+        out.append(parsed)
+        progress(label, len(out), len(jobs), "documents")
+    if len(out) != len(jobs):
+        raise RuntimeError(f"the parser pool returned {len(out)} documents for {len(jobs)}")
+    return out
 
-    Each document is parsed in a worker process under the KB's ``parsing:`` limits
-    (``parsing.worker``), ``workers`` at a time. With ``previous`` (this partition's last
-    output), a document whose content hash, path and parser version are unchanged is not
-    parsed again: its rows are carried over (unless a limit that has changed stopped it).
-    ``progress`` is told after each document (``parse``, done, total, ``documents``).
-    Tables: ``texts`` (one ``DocumentText`` per document), ``blocks``, ``images``.
-    """
-    prev_texts = {r["doc_id"]: r for r in previous["texts"].to_pylist()} if previous and "texts" in previous else {}
+
+def merge_parsed(
+    kb: KnowledgeBase,
+    documents: pa.Table,
+    previous: dict[str, pa.Table] | None,
+    parsed: Sequence[ParsedDocument],
+) -> StageResult:
+    """The ``parsed_blocks`` output: every document of ``documents`` in table order, from
+    ``parsed`` (the batches' results, any order) or carried over from ``previous``.
+    Failures are rows with ``status=FAILED`` and the error."""
+    prev_texts = _previous_texts(previous)
     prev_blocks = rows_by_doc(previous.get("blocks")) if previous else {}
     prev_images = rows_by_doc(previous.get("images")) if previous else {}
+    fresh = {p.doc_id: p for p in parsed}
     texts: list[dict[str, Any]] = []
     blocks: list[dict[str, Any]] = []
     images: list[dict[str, Any]] = []
     stats = ParseStats()
-    limits = kb.config.parsing
-    docs = documents_of(documents)
-
-    def reusable(doc: Document) -> dict[str, Any] | None:
-        old = prev_texts.get(doc.doc_id)
-        if (
-            old is not None
-            and old["content_hash"] == doc.content_hash
-            and old.get("parser_version") == PARSER_VERSION
-            and old["path"] == doc.path
-            and not doc.error
-            and not stopped_by_other_limits(old["error"], limits)
-        ):
-            return old
-        return None
-
-    jobs = [ParseJob(d, kb.path, images_dir, limits) for d in docs if not d.error and reusable(d) is None]
-    results = parse_many(jobs, workers)
-    for doc in docs:
-        if stats.documents:
-            progress("parse", stats.documents, len(docs), "documents")  # the one before is done
+    for doc in documents_of(documents):
         stats.documents += 1
-        old = reusable(doc)
+        old = None if doc.doc_id in fresh else _reusable(kb, prev_texts, doc)
         if old is not None:
             texts.append(old)
             blocks.extend(prev_blocks.get(doc.doc_id, []))
@@ -95,22 +117,21 @@ def parse_documents(
                 stats.failed.append({"path": doc.path, "error": old["error"] or "unknown error"})
             continue
         if doc.error:
-            parsed = ParsedDocument(doc.doc_id, DocStatus.FAILED.value, error=doc.error)
+            result = ParsedDocument(doc.doc_id, DocStatus.FAILED.value, error=doc.error)
+        elif doc.doc_id in fresh:
+            result = fresh[doc.doc_id]
         else:
-            parsed = next(results)
+            raise RuntimeError(f"{doc.path}: neither parsed by a batch nor reusable from the previous run")
         stats.parsed += 1
-        if parsed.status != DocStatus.OK.value:
-            stats.failed.append({"path": doc.path, "error": parsed.error or "unknown error"})
+        if result.status != DocStatus.OK.value:
+            stats.failed.append({"path": doc.path, "error": result.error or "unknown error"})
         text = DocumentText(
-            doc.doc_id, doc.path, doc.format, doc.content_hash, parsed.status, parsed.error, parsed.text,
-            len(parsed.blocks), len(parsed.images), PARSER_VERSION,
+            doc.doc_id, doc.path, doc.format, doc.content_hash, result.status, result.error, result.text,
+            len(result.blocks), len(result.images), PARSER_VERSION,
         )  # fmt: skip
         texts.extend(schemas.to_rows([text], DocumentText))
-        blocks.extend(schemas.to_rows(parsed.blocks, Block))
-        images.extend(schemas.to_rows(parsed.images, ExtractedImage))
-    if next(results, None) is not None:  # runs the generator to its end: the workers go back to the pool
-        raise RuntimeError("the parser pool returned more documents than it was given")
-    progress("parse", len(docs), len(docs), "documents")
+        blocks.extend(schemas.to_rows(result.blocks, Block))
+        images.extend(schemas.to_rows(result.images, ExtractedImage))
     tables = {
         "texts": pa.Table.from_pylist(texts, schema=schemas.TEXTS),
         "blocks": pa.Table.from_pylist(blocks, schema=schemas.BLOCKS),
@@ -120,6 +141,32 @@ def parse_documents(
     stats.block_types = dict(sorted(Counter(b["block_type"] for b in blocks).items()))
     stats.images = len(images)
     return StageResult(tables, stats)
+
+
+def parse_documents(
+    kb: KnowledgeBase,
+    documents: pa.Table,
+    previous: dict[str, pa.Table] | None = None,
+    *,
+    images_dir: Path | None = None,
+    workers: int = 1,
+    progress: ProgressFn = no_progress,
+) -> StageResult:
+    """Parse every document in one batch: ``documents_to_parse``, ``parse_batch``,
+    ``merge_parsed`` (what the ``parsed_blocks`` asset runs with its batches fanned out).
+
+    With ``previous`` (this partition's last output), a document whose content hash, path
+    and parser version are unchanged is not parsed again: its rows are carried over
+    (unless a limit that has changed stopped it). ``progress`` is told after each parsed
+    document (``parse``, done, total, ``documents``). Tables: ``texts`` (one
+    ``DocumentText`` per document), ``blocks``, ``images``.
+    """
+    todo = documents_to_parse(kb, documents, previous)
+    parsed = parse_batch(kb, todo, images_dir=images_dir, workers=workers, progress=progress)
+    result = merge_parsed(kb, documents, previous, parsed)
+    if not todo:
+        progress("parse", 0, 0, "documents")  # (nothing to parse: the stage is done)
+    return result
 
 
 def blocks_by_doc(blocks: pa.Table) -> dict[str, list[Block]]:

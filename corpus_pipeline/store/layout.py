@@ -10,6 +10,7 @@
         versions/<kb>/ACTIVE, CURRENT          what search reads; what kb.yaml yields now
         state/<kb>/parse.json, index-<v>.json  what was last parsed / built (freshness)
         images/                                extracted images, content-addressed
+        staging/<run_id>/                      batches between a run's steps (removed by the run)
         cache/                                 embeddings, vision and LLM answers
       dagster/                                 the Dagster instance (unless DAGSTER_HOME is set)
 
@@ -92,6 +93,14 @@ class Layout:
     @property
     def images(self) -> Path:
         return self.warehouse / "images"
+
+    @property
+    def staging(self) -> Path:
+        """Batches in flight between the steps of one run (``staging/<run_id>/``)."""
+        return self.warehouse / "staging"
+
+    def staging_dir(self, run_id: str) -> Path:
+        return self.staging / run_id
 
     @property
     def versions(self) -> Path:

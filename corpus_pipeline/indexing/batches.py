@@ -1,0 +1,79 @@
+"""How a partition's work is cut into batches that run in parallel (the fanned-out
+``parsed_blocks`` and ``chunk_embeddings`` assets; on Dagster's executors, one step each).
+
+The cut never changes a result: a batch is a contiguous slice of the work in table
+order, each item is processed alone (a document's parse, a text's vector), and the merge
+puts every item back in its place; only the speed and the unit of retry change.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: Environment variable: how many batches a stage may run at once (``corpus index
+#: --workers`` sets it; on a cluster, the number of worker slots). Default: 1.
+WORKERS_ENV = "CORPUS_WORKERS"
+
+
+@dataclass(frozen=True)
+class BatchRule:
+    """``min_size``: a batch is not cut smaller than this (a step costs a process and a
+    model load); ``max_size``: nor larger (the unit a failure retries)."""
+
+    min_size: int
+    max_size: int
+
+
+PARSE = BatchRule(min_size=8, max_size=200)  # documents
+EMBED = BatchRule(min_size=256, max_size=4096)  # distinct texts
+#: Environment variables that lower (or raise) the smallest batch of a stage.
+MIN_SIZE_ENV = {"parse": "CORPUS_MIN_BATCH_DOCUMENTS", "embed": "CORPUS_MIN_BATCH_TEXTS"}
+
+
+def rule(stage: str, min_size: int = 0) -> BatchRule:
+    """The batch rule of ``stage`` (``parse`` or ``embed``); its smallest batch is
+    ``min_size`` when > 0, else ``$CORPUS_MIN_BATCH_DOCUMENTS`` / ``_TEXTS`` when set."""
+    base = PARSE if stage == "parse" else EMBED
+    if min_size <= 0:
+        raw = os.environ.get(MIN_SIZE_ENV[stage], "").strip()
+        min_size = int(raw) if raw.isdigit() and int(raw) > 0 else 0
+    return BatchRule(min_size=min_size, max_size=max(min_size, base.max_size)) if min_size > 0 else base
+
+
+def workers_from_env(default: int = 1) -> int:
+    """``$CORPUS_WORKERS`` as a positive number (``default`` when unset or invalid)."""
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    try:
+        return max(1, int(raw)) if raw else default
+    except ValueError:
+        return default
+
+
+def batch_count(items: int, workers: int, rule: BatchRule) -> int:
+    """How many batches ``items`` are cut into: enough that none passes ``max_size``, and
+    one per worker when there is enough work for each to get ``min_size``."""
+    if items <= 0:
+        return 0
+    by_size = math.ceil(items / rule.max_size)
+    by_workers = min(max(1, workers), max(1, items // max(1, rule.min_size)))
+    return max(by_size, by_workers)
+
+
+def split(items: Sequence[T], workers: int, rule: BatchRule) -> list[list[T]]:
+    """``items`` cut into ``batch_count`` contiguous slices of near-equal size, in order."""
+    n = batch_count(len(items), workers, rule)
+    if n == 0:
+        return []
+    size, extra = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(list(items[start:end]))
+        start = end
+    return out

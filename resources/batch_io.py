@@ -1,0 +1,63 @@
+"""The IO manager of the batches between a fanned-out asset's steps (plan → batch →
+merge): pickles under ``warehouse/staging/<run_id>/``, which every step of the run reads,
+in whichever process or on whichever worker it runs (CORPUS_HOME is shared by all of them).
+The merge step removes its run's batches once the asset's output is written."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from dagster import ConfigurableIOManager, InputContext, OutputContext
+
+from corpus_pipeline.store.layout import Layout
+
+
+def _name(step_key: str, output: str, mapping_key: str | None) -> str:
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in step_key)
+    return f"{safe}__{output}" + (f"__{mapping_key}" if mapping_key else "") + ".pkl"
+
+
+class BatchIOManager(ConfigurableIOManager):
+    """``home`` is CORPUS_HOME; empty means the environment's."""
+
+    home: str = ""
+
+    def _path(self, run_id: str, step_key: str, output: str, mapping_key: str | None) -> Path:
+        return Layout.at(self.home).staging_dir(run_id) / _name(step_key, output, mapping_key)
+
+    def handle_output(self, context: OutputContext, obj: Any) -> None:
+        path = self._path(context.run_id, context.step_key, context.name, context.mapping_key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def load_input(self, context: InputContext) -> Any:
+        up = context.upstream_output
+        assert up is not None
+        path = self._path(up.run_id, up.step_key, up.name, up.mapping_key)
+        with path.open("rb") as f:
+            return pickle.load(f)
+
+
+def remove_staging(home: str, run_id: str, asset: str | None = None) -> None:
+    """A run's batches (of one fanned-out ``asset``, or all), once read (idempotent)."""
+    folder = Layout.at(home).staging_dir(run_id)
+    if asset is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for f in folder.glob(f"{asset}.*"):
+        f.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # when it was the last
