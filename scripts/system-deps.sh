@@ -3,7 +3,8 @@
 #   scripts/system-deps.sh ocr     what the main job uses: tesseract (OCR of images, English +
 #                                  Simplified Chinese)
 #   scripts/system-deps.sh         everything the tests need: OCR, PostgreSQL (the
-#                                  dagster-postgres test), a CJK font (Chinese test images),
+#                                  dagster-postgres test), Redis (the Celery broker of the
+#                                  distributed run's test), a CJK font (Chinese test images),
 #                                  Chromium and its driver (the web page's browser test)
 set -euo pipefail
 what="${1:-all}"
@@ -14,6 +15,7 @@ if ! command -v tesseract >/dev/null || ! tesseract --list-langs 2>/dev/null | g
 fi
 if [ "$what" = all ]; then
   ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || need+=(postgresql)
+  command -v redis-server >/dev/null || need+=(redis-server)
   fc-list 2>/dev/null | grep -qi "wqy-microhei\|WenQuanYi Micro Hei" || need+=(fonts-wqy-microhei)
   command -v chromium >/dev/null || need+=(chromium)
   command -v chromedriver >/dev/null || need+=(chromium-driver)
