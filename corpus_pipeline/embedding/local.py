@@ -3,6 +3,8 @@
 Nothing is downloaded unless the hub is allowed (see ``embedding.models``). The device is
 ``embedding.device``: ``auto`` takes CUDA when torch sees a GPU, then Apple's MPS, then
 the CPU. Passages and queries get the model's prefixes (``models.model_prefixes``).
+``embedding.backend: onnx | onnx-int8`` runs the transformer in ONNX Runtime instead of torch
+(``embedding.onnx_backend``); everything else is the same sentence-transformers pipeline.
 """
 
 from __future__ import annotations
@@ -54,11 +56,22 @@ class SentenceTransformerEmbedder:
     def __init__(self, config: EmbeddingConfig) -> None:
         folder = require_model_folder(config.model)
         _offline_defaults()
-        self.device = resolve_device(config.device)
+        self.backend = config.backend
         try:
-            from sentence_transformers import SentenceTransformer
+            if config.backend == "torch":
+                from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(str(folder), device=self.device)
+                self.device = resolve_device(config.device)
+                self._model = SentenceTransformer(str(folder), device=self.device)
+            else:
+                from corpus_pipeline.embedding.onnx_backend import onnx_sentence_transformer, session_providers
+
+                self._model = onnx_sentence_transformer(
+                    folder, device=config.device, int8=config.backend == "onnx-int8"
+                )
+                self.device = ",".join(session_providers(self._model))
+        except ModelError:
+            raise
         except Exception as exc:
             raise ModelError(f"cannot load embedding model {config.model!r} from {folder}: {exc}") from exc
         self.config = config

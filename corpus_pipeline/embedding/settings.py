@@ -5,6 +5,7 @@
       model: multilingual-e5-small      # a packaged model, a local folder, or a hub name
       device: auto                      # auto (CUDA, then Apple MPS, then CPU) | cpu | cuda | cuda:1 | mps
       batch_size: 32
+      backend: torch                    # torch | onnx (ONNX Runtime, exported locally once) | onnx-int8
       # query_prefix / passage_prefix: the model's own when unset (e5: "query: " / "passage: ")
       # max_tokens: the model's input window, special tokens and the passage prefix included
       # tokenizer: what counts tokens for a remote model: a local model folder, a tokenizer.json,
@@ -23,19 +24,29 @@
 What shapes the chunks and vectors (provider, model, dimensions, passage prefix, window and
 tokenizer) enters the strategy version (``version_input``); batch size, device, endpoint,
 concurrency and the query prefix do not: the same index serves any of them.
+
+``backend`` (local models only): ``onnx`` runs the same model in ONNX Runtime (exported from
+the local folder once, see ``embedding.onnx_backend``); its vectors are the torch ones to
+float rounding (cosine > 0.9999 in ``tests/embedding/test_onnx.py``; 1.00000 for e5-small in
+benchmarks/embedders), so it shares their cache key and strategy version. ``onnx-int8`` (weights quantized to 8 bit) changes vectors
+materially (cosine ~0.98): it has its own cache key and enters the strategy version.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 DEFAULT_PROVIDER = "sentence-transformers"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 ESTIMATE = "estimate"
 
 Provider = Literal["sentence-transformers", "openai"]
+Backend = Literal["torch", "onnx", "onnx-int8"]
+DEFAULT_BACKEND: Backend = "torch"
+#: Backends whose vectors differ from torch's beyond float rounding: their own cache key and version.
+DISTINCT_VECTORS: frozenset[str] = frozenset({"onnx-int8"})
 
 
 class EmbeddingConfig(BaseModel):
@@ -57,6 +68,16 @@ class EmbeddingConfig(BaseModel):
     timeout_s: float = Field(60, gt=0, le=600)
     max_retries: int = Field(2, ge=0, le=10)
     max_concurrency: int = Field(4, ge=1, le=64)
+    backend: Backend = DEFAULT_BACKEND
+
+    @model_validator(mode="after")
+    def _backend_is_local(self) -> EmbeddingConfig:
+        if self.provider != DEFAULT_PROVIDER and self.backend != DEFAULT_BACKEND:
+            raise ValueError(
+                f"embedding.backend = {self.backend!r} runs a local model; with embedding.provider: "
+                f"{self.provider} the endpoint embeds (leave backend unset)"
+            )
+        return self
 
     @property
     def remote(self) -> bool:
@@ -65,7 +86,8 @@ class EmbeddingConfig(BaseModel):
     @property
     def vector_key(self) -> str:
         """The name this model's vectors are cached under: what makes vectors differ
-        (provider, model, dimensions, passage prefix), so another model never reuses one.
+        (provider, model, dimensions, passage prefix, an int8 backend), so another model never
+        reuses one.
         A local model with its own prefixes is its bare name (the key of the vectors cached
         before providers existed)."""
         key = self.model if not self.remote else f"openai:{self.model}"
@@ -73,6 +95,8 @@ class EmbeddingConfig(BaseModel):
             key += f"@{self.dimensions}"
         if self.passage_prefix is not None:
             key += f"|{self.passage_prefix}"
+        if self.backend in DISTINCT_VECTORS:
+            key += f"#{self.backend}"
         return key
 
     def version_input(self) -> dict[str, Any]:
@@ -83,6 +107,8 @@ class EmbeddingConfig(BaseModel):
         out: dict[str, Any] = {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
         if self.provider != DEFAULT_PROVIDER:
             out["provider"] = self.provider
+        if self.backend in DISTINCT_VECTORS:
+            out["backend"] = self.backend
         return out
 
 
