@@ -1,0 +1,1 @@
+"""The scale benchmark: generated KBs of growing size, indexed serially and with workers."""

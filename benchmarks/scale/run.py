@@ -1,0 +1,224 @@
+"""Scale benchmark (issue 16): how indexing grows with the KB, serially and with workers.
+
+    python -m benchmarks.scale                          # 1,000 / 5,000 / 20,000 documents
+    python -m benchmarks.scale --sizes 100,300 --write  # a quick look, written to RESULTS.md
+
+For each size, a KB is generated from the shared markdown corpus (``benchmarks.incremental``'s
+generator: Markdown and plain text, English and Chinese, 2–6 KB each; every paragraph gets a
+short unique mark, ``¶<doc>.<n>``, so no chunk text repeats and the embedding cache never
+answers for a text the index has not embedded). Then, as users run it, in a subprocess:
+
+1. ``corpus index --workers 1`` in a fresh home (cold: no cache), and ``--workers W`` in
+   another fresh home: wall time, wall time per document, and peak memory (the sum of the
+   RSS of the process and its children, sampled every 0.2 s);
+2. one document edited (a paragraph inserted) and ``corpus index`` again in the serial
+   home: its wall time against the full index's;
+3. search latency: p50 / p95 of ``KB.search`` (the Python API ``corpus serve`` calls) in a
+   warm process, over 20 questions drawn from the KB's own sentences.
+
+Figures go to ``RESULTS.md`` with the machine and its load (``--write``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO.parent / "shared" / "corpora" / "markdown-5mb"
+KB = "scale"
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+
+@dataclass
+class Row:
+    docs: int
+    workers: int
+    seconds: float
+    per_doc_ms: float
+    peak_rss_mb: float
+    chunks: int = 0
+    edit_seconds: float | None = None
+    edit_share: float | None = None
+    search_p50_ms: float | None = None
+    search_p95_ms: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def make_kb(home: Path, n_docs: int, seed: int) -> None:
+    from benchmarks.incremental.corpus import generate_kb
+
+    kb = home / "kbs" / KB
+    generate_kb(kb, CORPUS, n_docs, seed)
+    for doc in sorted(p for p in kb.rglob("doc-*") if p.is_file() and p.suffix in (".md", ".txt")):
+        paras = doc.read_text(encoding="utf-8").split("\n\n")
+        marked = [p if p.lstrip().startswith(("#", "```", "!")) or not p.strip() else f"¶{doc.stem}.{i} {p}"
+                  for i, p in enumerate(paras)]  # fmt: skip
+        doc.write_text("\n\n".join(marked), encoding="utf-8")
+
+
+def _tree_rss(pid: int) -> int:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        total = proc.memory_info().rss
+        for child in proc.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                total += child.memory_info().rss
+        return int(total)
+    except psutil.Error:
+        return 0
+
+
+def corpus_index(home: Path, workers: int) -> tuple[float, float, dict[str, Any]]:
+    """``corpus index --workers N --json`` in ``home``: (seconds, peak RSS MB, summary)."""
+    env = {**os.environ, "CORPUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "HF_HUB_OFFLINE": "1"}
+    for var in ("OPENAI_BASE_URL", "CORPUS_VISION_MODEL"):
+        env.pop(var, None)
+    cmd = [str(Path(sys.executable).parent / "corpus"), "index", "--kb", KB, "--workers", str(workers), "--json"]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _tree_rss(proc.pid))
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, _ = proc.communicate()
+    seconds = time.monotonic() - t0
+    done.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise RuntimeError(f"corpus index failed ({proc.returncode}) in {home}: {out[-2000:]}")
+    return seconds, peak / 2**20, json.loads(out)[0]
+
+
+def edit_one(home: Path) -> None:
+    from benchmarks.incremental.run import edit_one_document
+
+    edit_one_document(home / "kbs" / KB, 7)
+
+
+def search_latency(home: Path, n: int = 20, seed: int = 3) -> tuple[float, float]:
+    """p50 / p95 ms of the Python API's search, warm, over ``n`` questions from the KB's text."""
+    code = f"""
+import json, random, re, time, statistics
+from pathlib import Path
+from corpus_pipeline import open_kb
+kb = open_kb({KB!r}, {str(home)!r})
+docs = sorted(p for p in Path({str(home / "kbs" / KB)!r}).rglob("doc-*") if p.suffix in (".md", ".txt"))
+rng = random.Random({seed})
+qs = []
+while len(qs) < {n}:
+    text = rng.choice(docs).read_text(encoding="utf-8")
+    sents = [s.strip() for s in re.split(r"(?<=[.!?。！？])\\s*", text) if 20 <= len(s.strip()) <= 120 and "¶" not in s]
+    if sents:
+        qs.append(rng.choice(sents))
+kb.search(qs[0])  # warm: the model and the table opened
+ms = []
+for q in qs:
+    t0 = time.perf_counter(); kb.search(q); ms.append((time.perf_counter() - t0) * 1000)
+ms.sort()
+print(json.dumps([statistics.median(ms), ms[int(0.95 * (len(ms) - 1))]]))
+"""
+    env = {**os.environ, "CORPUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, check=True)
+    p50, p95 = json.loads(r.stdout.strip().splitlines()[-1])
+    return float(p50), float(p95)
+
+
+def run_size(base: Path, n_docs: int, workers: int, seed: int) -> list[Row]:
+    rows = []
+    homes = {w: base / f"d{n_docs}-w{w}" for w in sorted({1, workers})}
+    for w, home in homes.items():
+        make_kb(home, n_docs, seed)
+        secs, peak, summary = corpus_index(home, w)
+        rows.append(
+            Row(n_docs, w, round(secs, 1), round(1000 * secs / n_docs, 1), round(peak), summary["child_chunks"])
+        )
+        print(
+            f"  {n_docs} docs, --workers {w}: {secs:.1f} s, {peak:.0f} MB peak, {summary['child_chunks']} chunks",
+            flush=True,
+        )
+    serial = rows[0]
+    edit_one(homes[1])
+    secs, _peak, summary = corpus_index(homes[1], 1)
+    serial.edit_seconds, serial.edit_share = round(secs, 1), round(secs / serial.seconds, 4)
+    serial.notes.append(f"edit: {summary['documents_parsed']} parsed, {summary['embedded']} embedded")
+    serial.search_p50_ms, serial.search_p95_ms = (round(x, 1) for x in search_latency(homes[1]))
+    print(f"  one edit: {secs:.1f} s ({100 * serial.edit_share:.2f} % of the full index); search p50 "
+          f"{serial.search_p50_ms} ms", flush=True)  # fmt: skip
+    for home in homes.values():
+        shutil.rmtree(home, ignore_errors=True)
+    return rows
+
+
+def _load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def write(rows: list[Row], ctx: dict[str, Any]) -> None:
+    head = "| documents | workers | wall s | ms / document | peak RSS MB | chunks | one-doc edit s | edit / full | search p50 ms | p95 ms |"
+    lines = [head, "|" + "---:|" * 10]
+    for r in rows:
+        lines.append(
+            f"| {r.docs} | {r.workers} | {r.seconds} | {r.per_doc_ms} | {r.peak_rss_mb:.0f} | {r.chunks} | "
+            f"{r.edit_seconds if r.edit_seconds is not None else ''} | "
+            f"{f'{100 * r.edit_share:.2f} %' if r.edit_share is not None else ''} | "
+            f"{r.search_p50_ms if r.search_p50_ms is not None else ''} | {r.search_p95_ms if r.search_p95_ms is not None else ''} |"
+        )
+    text = (
+        "# Scale benchmark: results\n\n"
+        f"`{ctx['command']}` · {ctx['date']} · {ctx['machine']} · load {ctx['load_before']} → {ctx['load_after']} · "
+        f"git {ctx['git']}\n\n" + "\n".join(lines) + "\n\n" + ctx.get("reading", "") + "\n"
+    )
+    RESULTS.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000,5000,20000", help="KB sizes in documents, comma-separated")
+    ap.add_argument("--workers", type=int, default=2, help="the parallel run's --workers (default 2)")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--out", type=Path, default=None, help="where the homes go (default: a temporary folder)")
+    ap.add_argument("--write", action="store_true", help="write RESULTS.md")
+    args = ap.parse_args(argv)
+    from benchmarks.machine import cpu_model, ram_gib
+
+    base = args.out or Path(tempfile.mkdtemp(prefix="corpus-scale-"))
+    ctx = {
+        "command": "python -m benchmarks.scale " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores, {ram_gib()} RAM, Python {platform.python_version()}",
+        "load_before": _load(),
+        "git": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip(),
+    }
+    rows: list[Row] = []
+    for n in (int(x) for x in args.sizes.split(",") if x.strip()):
+        print(f"{n} documents ...", flush=True)
+        rows += run_size(base, n, args.workers, args.seed)
+    ctx["load_after"] = _load()
+    print(json.dumps([asdict(r) for r in rows], indent=1))
+    if args.write:
+        write(rows, ctx)
+    return 0
