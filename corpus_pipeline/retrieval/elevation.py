@@ -58,6 +58,16 @@ class Parent:
 
 
 @dataclass(frozen=True)
+class Passage:
+    """A child of a returned parent as a place for its window: its span of the canonical
+    text and how well it matches the query, as fused from its ranks (``retrieval.passages``)."""
+
+    start: int
+    end: int
+    score: float
+
+
+@dataclass(frozen=True)
 class ParentResult:
     """One result: a parent block's evidence and the child hits that brought it in.
 
@@ -86,6 +96,9 @@ class ParentResult:
     #: the spans of the canonical text the evidence holds, in order (one unless a budget cut
     #: the parent to separate windows around its matched children); empty: the whole span
     spans: tuple[tuple[int, int], ...] = ()
+    #: the parent's children but its best hit, most similar to the query first: where its
+    #: window goes when a budget cuts it (``retrieval.passages``)
+    passages: tuple[Passage, ...] = ()
 
     @property
     def returned_spans(self) -> tuple[tuple[int, int], ...]:

@@ -45,6 +45,7 @@ from corpus_pipeline.retrieval.fusion import (
     gate_vector,
     rrf_fuse,
 )
+from corpus_pipeline.retrieval.passages import parents_where, with_passages
 from corpus_pipeline.retrieval.relevance import relevance
 from corpus_pipeline.retrieval.rerank import Reranker, RerankOutcome, rerank_order
 from corpus_pipeline.retrieval.settings import SearchSettings
@@ -369,10 +370,16 @@ class Searcher:
         return filters.where(self.format_exceptions() if filters.format else None)
 
     def _vector(
-        self, query: str, k: int, warnings: list[str], where: str | None = None
+        self,
+        query: str,
+        k: int,
+        warnings: list[str],
+        where: str | None = None,
+        keep: list[np.ndarray] | None = None,
     ) -> tuple[list[dict[str, Any]], float | None]:
         """The vector channel's rows (among those ``where`` selects, before the top k) and
-        the query's baseline similarity (to the mean vector)."""
+        the query's baseline similarity (to the mean vector); the query's vector is appended
+        to ``keep`` when given."""
         if k <= 0 or not self.rows or not query.strip():
             return [], None
         unknown = self._unknown_share(query)
@@ -383,6 +390,8 @@ class Searcher:
             )
             return [], None
         vec = np.asarray(self.embedder.embed_queries([query])[0], dtype=np.float32)
+        if keep is not None:
+            keep.append(vec)
         if self.vector_mean is not None and self.vector_mean.shape == vec.shape:
             baseline: float | None = float(vec @ self.vector_mean)
         else:
@@ -423,7 +432,12 @@ class Searcher:
             return []
 
     def candidates(
-        self, query: str, *, filters: SearchFilters | None = None, _out: SearchResult | None = None
+        self,
+        query: str,
+        *,
+        filters: SearchFilters | None = None,
+        _out: SearchResult | None = None,
+        _vector: list[np.ndarray] | None = None,
     ) -> list[ChildHit]:
         """The fused, gated child candidates of ``query`` (best first, ``candidate_top_k``),
         each with its ``relevance``; ``filters`` restrict both channels before their top k,
@@ -432,7 +446,7 @@ class Searcher:
         warnings: list[str] = [] if _out is None else _out.warnings
         where = self.where(filters)
         t0 = time.perf_counter()
-        vrows, baseline = self._vector(query, s.vector_top_k, warnings, where)
+        vrows, baseline = self._vector(query, s.vector_top_k, warnings, where, _vector)
         t1 = time.perf_counter()
         krows = self._keyword(query, s.keyword_top_k, warnings, where)
         t2 = time.perf_counter()
@@ -482,19 +496,36 @@ class Searcher:
             return parents
         return [replace(parents[i], rerank_score=scores[i]) for i in order]
 
+    def _with_passages(
+        self, question: str, vec: np.ndarray | None, parents: list[ParentResult], where: str | None
+    ) -> list[ParentResult]:
+        """``parents`` with their passages (``retrieval.passages``): their children ranked by
+        the query vector and by the keyword channel among them (within ``where``)."""
+        s = self.settings
+        if s.parent_passages == 0 or not parents:
+            return parents
+        ids = [p.parent_id for p in parents]
+        kw = self._keyword(question, 100_000, [], parents_where(ids, where)) if s.keyword_top_k else []
+        ranks = {r["chunk_id"]: i for i, r in enumerate(kw)}
+        return with_passages(self.table, vec, parents, s.parent_passages, ranks, where=where)
+
     def _parents_for(
         self, question: str, index: int, out: SearchResult, top_k: int, filters: SearchFilters | None = None
     ) -> list[ParentResult]:
         """The best ``top_k`` parents of one (sub-)question, reranked when configured."""
         s = self.settings
-        children = self.candidates(question, filters=filters, _out=out)
+        vec: list[np.ndarray] = []
+        children = self.candidates(question, filters=filters, _out=out, _vector=vec)
         out.candidates.extend(c for c in children if c.chunk_id not in {x.chunk_id for x in out.candidates})
         pool = max(top_k, s.rerank_candidates) if self.reranker is not None else top_k
         elevated = elevate(children, self.parents, s.with_(final_top_k=pool))
         t = time.perf_counter()
-        ranked = self._rerank(question, elevated, out)
+        ranked = self._rerank(question, elevated, out)[:top_k]
         out.timings_ms["rerank"] = out.timings_ms.get("rerank", 0.0) + (time.perf_counter() - t) * 1e3
-        return [replace(p, sub_question=index) for p in ranked[:top_k]]
+        t = time.perf_counter()
+        ranked = self._with_passages(question, vec[0] if vec else None, ranked, self.where(filters))
+        out.timings_ms["passages"] = out.timings_ms.get("passages", 0.0) + (time.perf_counter() - t) * 1e3
+        return [replace(p, sub_question=index) for p in ranked]
 
     def search(self, query: str, *, top_k: int | None = None, filters: SearchFilters | None = None) -> SearchResult:
         """Parent-level results of ``query``: sub-questions, channels, fusion, elevation,

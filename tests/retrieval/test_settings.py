@@ -29,7 +29,8 @@ def test_the_seeds_budgets_are_the_defaults_and_the_measured_changes_are_written
         "extra_hit_boost": 0.0,
         "multi_channel_boost": 0.0,
         "max_hit_snippets": 1,
-        "evidence_fill": "rank",
+        "evidence_fill": "passages",
+        "parent_passages": 50,
         "parent_evidence_max_chars": 4000,
         "min_vector_similarity": 0.0,
     }
