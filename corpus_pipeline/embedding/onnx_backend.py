@@ -29,7 +29,6 @@ Device: ``device: auto`` takes CUDA when torch sees a GPU *and* onnxruntime has 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -45,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from corpus_pipeline.embedding.e5_small import _remove_stale_tmp
+from corpus_pipeline.embedding.e5_small import _remove_stale_tmp, file_sha256
 from corpus_pipeline.errors import ModelError
 
 log = logging.getLogger(__name__)
@@ -101,15 +100,6 @@ def onnx_providers(device: str, available: Sequence[str], torch_module: Any = No
 # ------------------------------------------------------------------------------ the export folder
 
 
-@functools.lru_cache(maxsize=64)
-def _file_sha256(path: Path, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def source_key(folder: Path) -> str:
     """sha256 of what the export reads from ``folder``: every file's relative path, size and
     content (memoized per file, size and mtime). The converted e5 folder's weights are determined
@@ -123,7 +113,7 @@ def source_key(folder: Path) -> str:
             continue
         st = p.stat()
         skip = e5 and p.suffix in (".safetensors", ".bin")
-        digest = "(by marker)" if skip else _file_sha256(p, st.st_size, st.st_mtime_ns)
+        digest = "(by marker)" if skip else file_sha256(p, st.st_size, st.st_mtime_ns)
         h.update(f"{rel}\0{st.st_size}\0{digest}\n".encode())
     return h.hexdigest()
 
