@@ -10,6 +10,8 @@ version or the new, never half of one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 
 from corpus_pipeline import freshness
@@ -26,9 +28,13 @@ from corpus_pipeline.store.versions import (
     versions_to_retire,
 )
 
+if TYPE_CHECKING:
+    from corpus_pipeline.store.lance import TableWrite
 
-def write_search_index(layout: Layout, kb: str, version: str, children: pa.Table, embeddings: pa.Table) -> int:
-    """Replace the LanceDB table of (kb, version) with the chunks and their vectors."""
+
+def write_search_index(layout: Layout, kb: str, version: str, children: pa.Table, embeddings: pa.Table) -> TableWrite:
+    """Bring the LanceDB table of (kb, version) to the chunks and their vectors (only the
+    changed documents' rows are written to an existing table: ``store.lance.write_search_table``)."""
     from corpus_pipeline.store.lance import write_search_table
 
     ids = children.column("chunk_id").to_pylist()
@@ -56,9 +62,16 @@ def ann_min_rows(layout: Layout, kb: str) -> int:
 def publish_version(layout: Layout, kb: str, version: str, children: pa.Table, embeddings: pa.Table) -> PublishStats:
     """Write the search table, record the build, activate the version if it is the KB's
     current one, and retire versions past ``retention.keep_versions``."""
-    rows = write_search_index(layout, kb, version, children, embeddings)
+    write = write_search_index(layout, kb, version, children, embeddings)
     freshness.record_indexed(layout, kb, version)
-    stats = PublishStats(rows=rows, table=search_table_name(kb, version))
+    stats = PublishStats(
+        rows=write.rows,
+        table=search_table_name(kb, version),
+        write=write.mode,
+        rows_written=write.rows_written,
+        rows_deleted=write.rows_deleted,
+        docs_changed=write.docs_changed,
+    )
     stats.retired_versions = activate_if_current(layout, kb, version)
     stats.activated = active_version(layout, kb) == version and current_version(layout, kb) == version
     stats.active_version = active_version(layout, kb)

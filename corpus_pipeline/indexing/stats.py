@@ -116,6 +116,11 @@ class PublishStats(StageStats):
     stage: ClassVar[str] = "publish"
     rows: int = 0
     table: str = ""
+    #: how the search table was written: create, replace (whole), merge (changed documents' rows), unchanged
+    write: str = ""
+    rows_written: int = 0
+    rows_deleted: int = 0
+    docs_changed: int = 0
     activated: bool = False
     active_version: str | None = None
     retired_versions: list[str] = field(default_factory=list)

@@ -1,8 +1,9 @@
-"""The LanceDB search tables: one table per (kb, strategy_version), replaced whole.
+"""The LanceDB search tables: one table per (kb, strategy_version).
 
-A partition's run overwrites exactly its own table (a new Lance version, so readers never
-see half a write and a re-run never duplicates rows); other KBs and versions are other
-tables. Each table has the child chunks, their vectors, and ``keyword_text``: the text as
+A partition's run brings exactly its own table to its chunks: a new table is written whole,
+an existing one gets only the rows of the documents that changed (``write_search_table``);
+each is one commit (a new Lance version), so readers never see half a write and a re-run
+never duplicates rows. Other KBs and versions are other tables. Each table has the child chunks, their vectors, and ``keyword_text``: the text as
 the keyword channel analyses it (CJK as overlapping bigrams, identifiers whole and in parts, see
 ``corpus_pipeline.retrieval.analysis``) with a full-text index on it (split on spaces, lower-cased, English
 stemmed, stop words removed). Tables written before that column existed have the ICU
@@ -12,9 +13,9 @@ full-text index on ``text``; search handles both.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
-import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -45,7 +46,7 @@ VECTOR_INDEX_KMEANS_ITERATIONS = 50
 VECTOR_INDEX_TRAINED_KEY = "corpus.ann_trained_rows"
 #: Bump when the table's layout or indexing changes: every version's table is then stale
 #: (``corpus_pipeline.freshness``) and rebuilt by the next ``corpus index`` or sensor tick.
-SEARCH_TABLE_VERSION = "4"  # 2: keyword_text column (CJK bigrams) carries the FTS index; 3: vector mean; 4: ANN index (ensure_vector_index)
+SEARCH_TABLE_VERSION = "5"  # 2: keyword_text column (CJK bigrams) carries the FTS index; 3: vector mean; 4: ANN index (ensure_vector_index); 5: row_hash, fragments of FRAGMENT_ROWS (writes by document)
 # The analysed text the keyword channel searches (beside the search_schema columns).
 KEYWORD_COLUMN = "keyword_text"
 #: Schema metadata key: the mean of the table's vectors, as JSON (the vector gate's baseline).
@@ -60,6 +61,71 @@ def connect(layout: Layout) -> Any:
     return lancedb.connect(str(layout.lancedb))
 
 
+#: Rows per Lance fragment (data file) of a search table. A document edit rewrites only the
+#: fragments that held the document's old rows (to purge them) and appends its new rows, so
+#: its cost is bounded by this, not by the size of the KB.
+FRAGMENT_ROWS = 8192
+#: When more than this share of a table's rows is new (or of its old rows deleted), replacing
+#: the whole table is cheaper than merging: it is written anew.
+REWRITE_SHARE = 0.5
+#: A digest of each row's values (vector included): what tells an unchanged document's rows
+#: from changed ones without reading their text back.
+ROW_HASH_COLUMN = "row_hash"
+#: Delta segments of the full-text index past which a write merges them into one (index
+#: maintenance paid once every so many writes, not on each).
+FTS_MAX_SEGMENTS = 8
+FTS_INDEX_NAME = f"{KEYWORD_COLUMN}_idx"
+
+
+@dataclass(frozen=True)
+class TableWrite:
+    """What one ``write_search_table`` did: ``mode`` ``create`` (a new table), ``replace``
+    (the table written anew), ``merge`` (only changed documents' rows) or ``unchanged``;
+    ``rows`` in the table after it; rows inserted and deleted, and documents changed."""
+
+    rows: int
+    mode: Literal["create", "replace", "merge", "unchanged"]
+    rows_written: int = 0
+    rows_deleted: int = 0
+    docs_changed: int = 0
+
+
+def search_rows(chunks: pa.Table, vectors: np.ndarray) -> pa.Table:
+    """The search table's rows: ``chunks``' search columns, their ``vectors``, the analysed
+    ``keyword_text``, each row's ``row_hash``, and the vectors' mean in the schema metadata."""
+    from corpus_pipeline.retrieval.analysis import keyword_text  # here: retrieval imports this module
+
+    dim = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 0
+    if len(chunks) != len(vectors):
+        raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+    if dim == 0:
+        dim = 1 if len(chunks) == 0 else int(vectors.shape[1])
+    schema = search_schema(dim)
+    vecs = np.asarray(vectors, dtype=np.float32).reshape(len(chunks), dim)
+    cols: dict[str, Any] = {}
+    for f in schema:
+        if f.name == "vector":
+            cols["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), type=pa.float32()), dim)
+        else:
+            cols[f.name] = chunks.column(f.name).cast(f.type)
+    table = pa.table(cols, schema=schema)
+    table = table.append_column(
+        KEYWORD_COLUMN, pa.array([keyword_text(t or "") for t in table.column("text").to_pylist()], pa.string())
+    )
+    values = table.drop_columns(["vector"]).to_pylist()
+    hashes = [
+        hashlib.blake2b(
+            json.dumps(v, sort_keys=True, default=str, ensure_ascii=False).encode() + vecs[i].tobytes(), digest_size=16
+        ).hexdigest()
+        for i, v in enumerate(values)
+    ]
+    table = table.append_column(ROW_HASH_COLUMN, pa.array(hashes, pa.string()))
+    if len(table):
+        mean = vecs.astype(np.float64).mean(axis=0)
+        table = table.replace_schema_metadata({VECTOR_MEAN_KEY: json.dumps([round(float(x), 7) for x in mean])})
+    return table
+
+
 def write_search_table(
     layout: Layout,
     kb: str,
@@ -68,50 +134,137 @@ def write_search_table(
     vectors: np.ndarray,
     *,
     ann_min_rows: int = VECTOR_INDEX_MIN_ROWS,
-) -> int:
-    """Replace the search table of one partition with ``chunks`` and their ``vectors``; an
-    ANN index on the vectors when there are at least ``ann_min_rows`` (``search.ann_min_rows``)."""
-    from lancedb.index import FTS
+) -> TableWrite:
+    """Bring the search table of one partition to ``chunks`` and their ``vectors``; an ANN
+    index on the vectors when there are at least ``ann_min_rows`` (``search.ann_min_rows``).
 
-    from corpus_pipeline.retrieval.analysis import (
-        keyword_text,  # here: retrieval imports this module
-    )
-
-    dim = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 0
-    if len(chunks) != len(vectors):
-        raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors for {kb}|{version}")
-    if dim == 0:
-        dim = 1 if len(chunks) == 0 else int(vectors.shape[1])
-    schema = search_schema(dim)
-    cols: dict[str, Any] = {}
-    for f in schema:
-        if f.name == "vector":
-            flat = pa.array(np.asarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
-            cols["vector"] = pa.FixedSizeListArray.from_arrays(flat, dim)
-        else:
-            cols[f.name] = chunks.column(f.name).cast(f.type)
-    table = pa.table(cols, schema=schema)
-    table = table.append_column(
-        KEYWORD_COLUMN, pa.array([keyword_text(t or "") for t in table.column("text").to_pylist()], pa.string())
-    )
-    if len(table):
-        mean = np.asarray(vectors, dtype=np.float64).mean(axis=0)
-        table = table.replace_schema_metadata({VECTOR_MEAN_KEY: json.dumps([round(float(x), 7) for x in mean])})
+    A new table (or one of another layout, or one where more than ``REWRITE_SHARE`` of the
+    rows changed) is written whole, in fragments of ``FRAGMENT_ROWS`` rows, in one commit.
+    Otherwise only the documents whose rows changed are written: one ``merge_insert`` (a
+    single commit) inserts their new rows and deletes their old ones and the rows of
+    documents that are gone; the fragments that held deleted rows are then rewritten
+    without them and old versions removed, so deleted text is gone from disk, and the
+    full-text and ANN indexes get the new rows as delta segments. Readers see the table
+    before the commit or after it, never half of it."""
+    try:
+        table = search_rows(chunks, vectors)
+    except StoreError as exc:
+        raise StoreError(f"{exc} for {kb}|{version}") from None
     db = connect(layout)
     name = search_table_name(kb, version)
     exists = name in list_table_names(db)
-    tbl = db.create_table(name, data=table, mode="overwrite" if exists else "create")
-    if len(table):
-        tbl.create_index(
-            KEYWORD_COLUMN,
-            config=FTS(
-                base_tokenizer="whitespace", language="English", stem=True, remove_stop_words=True, ascii_folding=True
-            ),
-            replace=True,
-        )
+    result: TableWrite | None = None
+    if exists:
+        tbl = db.open_table(name)
+        result = _merge_changes(tbl, table)
+    if result is None:
+        _write_whole(layout.search_table_dir(kb, version), table)
+        tbl = db.open_table(name)
+        if len(table):
+            _create_fts_index(tbl)
+        result = TableWrite(len(table), "replace" if exists else "create", len(table), 0, _docs(table))
+    elif result.mode == "merge":
+        _optimize_fts(tbl)
     ensure_vector_index(tbl, ann_min_rows)
+    if result.mode != "create":
+        purge_deleted_rows(tbl)
     prune_history(tbl)
-    return len(table)
+    return result
+
+
+def _docs(table: pa.Table) -> int:
+    return len(set(table.column("doc_id").to_pylist())) if len(table) else 0
+
+
+def _write_whole(uri: Any, table: pa.Table) -> None:
+    """``table`` as the whole dataset at ``uri`` (one commit; fragments of ``FRAGMENT_ROWS``)."""
+    import lance
+
+    lance.write_dataset(table, str(uri), mode="overwrite", max_rows_per_file=FRAGMENT_ROWS)
+
+
+def _create_fts_index(tbl: Any) -> None:
+    from lancedb.index import FTS
+
+    tbl.create_index(
+        KEYWORD_COLUMN,
+        config=FTS(
+            base_tokenizer="whitespace", language="English", stem=True, remove_stop_words=True, ascii_folding=True
+        ),
+        replace=True,
+    )
+
+
+def _by_doc(table: pa.Table) -> dict[str, list[tuple[str, str]]]:
+    out: dict[str, list[tuple[str, str]]] = {}
+    for doc, cid, h in zip(
+        table.column("doc_id").to_pylist(),
+        table.column("chunk_id").to_pylist(),
+        table.column(ROW_HASH_COLUMN).to_pylist(),
+        strict=True,
+    ):
+        out.setdefault(str(doc), []).append((str(cid), str(h)))
+    return {d: sorted(v) for d, v in out.items()}
+
+
+def _merge_changes(tbl: Any, table: pa.Table) -> TableWrite | None:
+    """Write only the documents of ``table`` whose rows differ from ``tbl``'s (None: the
+    table is to be written whole: another layout, or too much changed)."""
+    old_schema = tbl.schema
+    if old_schema.remove_metadata() != table.schema.remove_metadata() or not len(table):
+        return None
+    old = tbl.to_lance().to_table(columns=["doc_id", "chunk_id", ROW_HASH_COLUMN])
+    before, after = _by_doc(old), _by_doc(table)
+    changed = sorted(d for d in set(before) | set(after) if before.get(d) != after.get(d))
+    if not changed:
+        return TableWrite(len(table), "unchanged")
+    deleted = sum(len(before.get(d, ())) for d in changed)
+    written = sum(len(after.get(d, ())) for d in changed)
+    if written > REWRITE_SHARE * len(table) or deleted > REWRITE_SHARE * old.num_rows:
+        return None
+    from corpus_pipeline.retrieval.filters import sql_string
+
+    where = f"doc_id IN ({', '.join(sql_string(d) for d in changed)})"
+    mask = pa.array([str(d) in set(changed) for d in table.column("doc_id").to_pylist()])
+    source = table.filter(mask)
+    if source.num_rows:
+        (
+            tbl.merge_insert("chunk_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(where)
+            .execute(source)
+        )
+    else:
+        tbl.delete(where)
+    if old_schema.metadata != table.schema.metadata:
+        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        tbl.to_lance().update_schema_metadata(meta, replace=True)
+        tbl.checkout_latest()
+    return TableWrite(len(table), "merge", written, deleted, len(changed))
+
+
+def _optimize_fts(tbl: Any) -> None:
+    """Add the rows a merge wrote to the full-text index as a delta segment; merge the
+    segments into one once there are more than ``FTS_MAX_SEGMENTS``."""
+    stats = tbl.index_stats(FTS_INDEX_NAME)
+    if stats is None:
+        _create_fts_index(tbl)
+        return
+    merge = int(getattr(stats, "num_indices", 1) or 1) >= FTS_MAX_SEGMENTS
+    tbl.to_lance().optimize.optimize_indices(index_names=[FTS_INDEX_NAME], num_indices_to_merge=None if merge else 0)
+    tbl.checkout_latest()
+
+
+def purge_deleted_rows(tbl: Any) -> None:
+    """Rewrite every fragment of ``tbl`` that holds deleted rows without them (a deleted or
+    edited document's old text stays in a fragment's file until then), merging small
+    fragments up to ``FRAGMENT_ROWS``; the fragments of unchanged rows are not touched."""
+    ds = tbl.to_lance()
+    if not any(f.metadata.deletion_file is not None for f in ds.get_fragments()) and len(ds.get_fragments()) <= 1:
+        return
+    ds.optimize.compact_files(target_rows_per_fragment=FRAGMENT_ROWS, materialize_deletions_threshold=0.0)
+    tbl.checkout_latest()
 
 
 # ---------------------------------------------------------------------------- ANN index
@@ -210,14 +363,15 @@ def ensure_vector_index(
     tbl: Any, min_rows: int, *, rebuild_share: float = VECTOR_INDEX_REBUILD_SHARE
 ) -> VectorIndexAction:
     """Bring ``tbl``'s ANN index to what ``vector_index_action`` decides, after a write;
-    returns the action taken. ``optimize`` adds the unindexed rows to the index (and compacts
-    the table's files) without retraining; a full rebuild happens only when the table has
+    returns the action taken. ``optimize`` adds the unindexed rows to the index without
+    retraining (nor compacting the table's files); a full rebuild happens only when the table has
     outgrown what the index was trained on."""
     action = vector_index_action(tbl.count_rows(), min_rows, vector_index_state(tbl), rebuild_share=rebuild_share)
     if action in ("create", "rebuild"):
         build_vector_index(tbl)
-    elif action == "optimize":
-        tbl.optimize()
+    elif action == "optimize":  # the new rows into the index as it is: no retraining, no compaction
+        tbl.to_lance().optimize.optimize_indices(index_names=[VECTOR_INDEX_NAME])
+        tbl.checkout_latest()
     elif action == "drop":
         tbl.drop_index(VECTOR_INDEX_NAME)
     return action
@@ -230,18 +384,15 @@ def has_vector_index(tbl: Any) -> bool:
 
 def prune_history(tbl: Any) -> None:
     """Drop every older version of a search table (and files no version uses, e.g. from a
-    write killed half way): a table is replaced whole, so old versions are only the text of
-    deleted and edited documents, readable through ``checkout``, and a table would grow with
-    every ``--force``. Rollback is between strategy versions, which are separate tables
-    (kept by ``retention.keep_versions``). One writer per KB (``store.locks``) makes
-    ``delete_unverified`` safe: no other transaction can be in progress on this table.
-    A reader that keeps a table open across a re-index of its version must reopen it (its
+    write killed half way): old versions are only the text of deleted and edited documents,
+    readable through ``checkout``, and a table would grow with every write. Rollback is
+    between strategy versions, which are separate tables (kept by
+    ``retention.keep_versions``). One writer per KB (``store.locks``) makes
+    ``delete_unverified`` safe: no other transaction can be in progress on this table. A
+    reader that keeps a table open across a re-index of its version must reopen it (its
     parents changed too); ``corpus search`` opens per query."""
-    with warnings.catch_warnings():
-        # "removes every version except the latest ... concurrent reader or writer ... will fail":
-        # there is no other writer (the KB lock), and readers open the table per search.
-        warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)", category=UserWarning)
-        tbl.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+    tbl.to_lance().cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
+    tbl.checkout_latest()
 
 
 def vector_mean(table: Any) -> np.ndarray | None:

@@ -5,7 +5,7 @@ partitions are untouched."""
 from __future__ import annotations
 
 import pytest
-from dagster import instance_for_test
+from dagster import AssetKey, AssetRecordsFilter, instance_for_test
 
 from assets.definitions import build_definitions
 from assets.runner import backfill_strategy, index_kb
@@ -24,6 +24,15 @@ PARAS = [
     "The appliance encrypts every snapshot with AES-256 before it leaves the server.",
     "Replication to a second site is optional and runs after the nightly backup.",
 ]
+
+
+def _search_write(instance, partition: str) -> dict[str, object]:
+    """How the latest ``search_index`` materialization of ``partition`` wrote its table."""
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey("search_index"), asset_partitions=[partition]), limit=1
+    ).records
+    meta = records[0].asset_materialization.metadata
+    return {"write": meta["write"].value, "docs_changed": meta["docs_changed"].value}
 
 
 def _write_kb(home, name: str, plan: str, docs: int = 3) -> None:
@@ -115,6 +124,8 @@ def test_only_what_changed_is_rebuilt(three_kbs, monkeypatch):
         assert edited.documents_chunked == 1
         assert 0 < edited.embedded < edited.child_chunks
         assert edited.partitions_run == ["beta", f"beta|{v['beta']}"]
+        # ... and the search table got that document's rows only (issue 16: writes follow the change)
+        assert _search_write(instance, f"beta|{v['beta']}") == {"write": "merge", "docs_changed": 1}
 
         # 5. One document of beta deleted: its rows leave Parquet and LanceDB.
         (layout.kb_dir("beta") / "doc2.md").unlink()
@@ -124,6 +135,7 @@ def test_only_what_changed_is_rebuilt(three_kbs, monkeypatch):
         assert "doc2.md" not in rows and set(rows) == {"doc0.md", "doc1.md"}
         table = open_search_table(layout, "beta", v["beta"]).to_arrow()
         assert "doc2.md" not in table.column("doc_path").to_pylist() and table.num_rows == len(rows)
+        assert _search_write(instance, f"beta|{v['beta']}") == {"write": "merge", "docs_changed": 1}
 
         # 6. A strategy upgrade: bumping SLIDING_WINDOW's code version changes only gamma's
         #    version; the backfill builds gamma|new and nothing else.

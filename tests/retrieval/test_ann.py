@@ -20,6 +20,7 @@ from corpus_pipeline.store.lance import (
     VectorIndexState,
     ensure_vector_index,
     open_search_table,
+    search_rows,
     vector_index_action,
     vector_index_state,
     write_search_table,
@@ -95,11 +96,8 @@ def _write(tmp_path: Path, rows: int, min_rows: int) -> Layout:
 def _add(layout: Layout, start: int, n: int) -> None:
     """Rows appended to the table (what a merge_insert of new documents leaves)."""
     tbl = open_search_table(layout, "ops", "v1")
-    data = pa.Table.from_pylist(_rows(start, n))
-    vecs = _vectors(np.arange(start, start + n), 0.4, 2)
-    data = data.append_column("vector", pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), DIM))
-    data = data.append_column("keyword_text", pa.array([r["text"] for r in data.to_pylist()], pa.string()))
-    tbl.add(data.select(tbl.schema.names))
+    data = search_rows(pa.Table.from_pylist(_rows(start, n)), _vectors(np.arange(start, start + n), 0.4, 2))
+    tbl.add(data.select(tbl.schema.names).replace_schema_metadata(tbl.schema.metadata))
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,152 @@
+"""Writes proportional to the change: an existing search table gets only the changed
+documents' rows (one merge_insert), the fragments that held their old rows are rewritten
+without them, the others are left as they are; the result equals a table written whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from corpus_pipeline.store import lance as store_lance
+from corpus_pipeline.store.lance import open_search_table, vector_mean, write_search_table
+from corpus_pipeline.store.layout import Layout
+
+DOCS, PER_DOC, DIM = 40, 10, 16
+
+
+@pytest.fixture(autouse=True)
+def small_fragments(monkeypatch):
+    monkeypatch.setattr(store_lance, "FRAGMENT_ROWS", 50)  # 400 rows: 8 fragments
+
+
+def _chunks(
+    edits: dict[int, str] | None = None, drop: set[int] = frozenset(), add: int = 0
+) -> tuple[pa.Table, np.ndarray]:
+    edits = edits or {}
+    rows, vecs = [], []
+    for d in [d for d in range(DOCS + add) if d not in drop]:
+        for i in range(PER_DOC):
+            word = edits.get(d, "original")
+            rows.append(
+                {
+                    "chunk_id": f"d{d}-c{i}",
+                    "parent_id": f"d{d}-p{i // 5}",
+                    "chunk_index": i,
+                    "chunk_type": "TEXT",
+                    "kb": "big",
+                    "strategy_version": "v1",
+                    "doc_id": f"doc{d:03d}",
+                    "doc_path": f"docs/{d:03d}.md",
+                    "text": f"document {d} passage {i} says {word}word{d}x{i} about pumps",
+                    "start_offset": i * 100,
+                    "end_offset": i * 100 + 60,
+                    "char_count": 60,
+                    "token_count": 12,
+                    "section_path": f"Doc {d}",
+                    "page_num": None,
+                    "block_index": i,
+                    "strategy": "RECURSIVE",
+                    "metadata": "{}",
+                }
+            )
+            rng = np.random.default_rng(hash((d, i, word)) % 2**32)
+            v = rng.normal(size=DIM).astype(np.float32)
+            vecs.append(v / np.linalg.norm(v))
+    return pa.Table.from_pylist(rows), np.stack(vecs)
+
+
+def _data_files(layout: Layout) -> dict[str, int]:
+    folder = layout.search_table_dir("big", "v1") / "data"
+    return {f.name: f.stat().st_size for f in folder.iterdir()}
+
+
+def _rows(layout: Layout) -> list[dict]:
+    table = open_search_table(layout, "big", "v1").to_arrow()
+    return sorted(table.to_pylist(), key=lambda r: r["chunk_id"])
+
+
+def _whole(tmp_path: Path, chunks: pa.Table, vecs: np.ndarray) -> Layout:
+    layout = Layout(tmp_path / "whole")
+    assert write_search_table(layout, "big", "v1", chunks, vecs).mode == "create"
+    return layout
+
+
+def _everything(layout: Layout) -> bytes:
+    return b"".join(f.read_bytes() for f in layout.search_table_dir("big", "v1").rglob("*") if f.is_file())
+
+
+def test_a_one_document_edit_writes_that_document_and_equals_a_whole_write(tmp_path):
+    layout = Layout(tmp_path / "home")
+    chunks, vecs = _chunks()
+    first = write_search_table(layout, "big", "v1", chunks, vecs)
+    assert (first.mode, first.rows, first.docs_changed) == ("create", DOCS * PER_DOC, DOCS)
+    before = _data_files(layout)
+    assert len(before) == 8, before  # fragments of FRAGMENT_ROWS rows
+
+    edited, evecs = _chunks(edits={17: "revised"})
+    write = write_search_table(layout, "big", "v1", edited, evecs)
+    assert (write.mode, write.docs_changed, write.rows_written, write.rows_deleted) == ("merge", 1, PER_DOC, PER_DOC)
+    after = _data_files(layout)
+    kept = set(before) & set(after)
+    assert len(kept) == 7, "only the fragment that held the edited document's rows is rewritten"
+    new_bytes = sum(size for name, size in after.items() if name not in kept)
+    assert new_bytes < 0.3 * sum(after.values())
+
+    assert _rows(layout) == _rows(_whole(tmp_path, edited, evecs))  # same rows, hashes and vectors
+    tbl = open_search_table(layout, "big", "v1")
+    assert len(tbl.list_versions()) == 1
+    assert np.allclose(vector_mean(tbl), evecs.mean(axis=0), atol=1e-6)
+    found = tbl.search("revisedword17x3", query_type="fts", fts_columns="keyword_text").limit(5).to_list()
+    assert [r["chunk_id"] for r in found] == ["d17-c3"]
+    assert tbl.search("originalword17x3", query_type="fts", fts_columns="keyword_text").limit(5).to_list() == []
+    near = tbl.search(evecs[173].tolist()).distance_type("cosine").limit(1).to_list()
+    assert near[0]["chunk_id"] == "d17-c3"
+    assert b"originalword17x3" not in _everything(layout)  # the old text is gone from disk
+
+
+def test_deleted_and_added_documents_are_merged_and_nothing_changed_writes_nothing(tmp_path):
+    layout = Layout(tmp_path / "home")
+    write_search_table(layout, "big", "v1", *_chunks())
+    chunks, vecs = _chunks(drop={3}, add=1)
+    write = write_search_table(layout, "big", "v1", chunks, vecs)
+    assert (write.mode, write.docs_changed, write.rows_written, write.rows_deleted) == ("merge", 2, PER_DOC, PER_DOC)
+    assert _rows(layout) == _rows(_whole(tmp_path, chunks, vecs))
+    assert b"originalword3x" not in _everything(layout)
+
+    version = open_search_table(layout, "big", "v1").version
+    again = write_search_table(layout, "big", "v1", chunks, vecs)
+    assert again.mode == "unchanged" and again.rows_written == 0
+    assert open_search_table(layout, "big", "v1").version == version  # no commit at all
+
+
+def test_a_large_change_writes_the_table_whole(tmp_path):
+    layout = Layout(tmp_path / "home")
+    write_search_table(layout, "big", "v1", *_chunks())
+    chunks, vecs = _chunks(edits=dict.fromkeys(range(25), "rewritten"))
+    write = write_search_table(layout, "big", "v1", chunks, vecs)
+    assert write.mode == "replace"
+    assert _rows(layout) == _rows(_whole(tmp_path, chunks, vecs))
+
+
+def test_the_full_text_index_keeps_delta_segments_bounded(tmp_path):
+    layout = Layout(tmp_path / "home")
+    write_search_table(layout, "big", "v1", *_chunks())
+    for n in range(store_lance.FTS_MAX_SEGMENTS + 2):
+        write_search_table(layout, "big", "v1", *_chunks(edits={n: f"edit{n}"}))
+    tbl = open_search_table(layout, "big", "v1")
+    stats = tbl.index_stats(store_lance.FTS_INDEX_NAME)
+    assert stats.num_unindexed_rows == 0
+    assert stats.num_indices <= store_lance.FTS_MAX_SEGMENTS
+    hits = (
+        tbl.search(
+            f"edit{store_lance.FTS_MAX_SEGMENTS + 1}word{store_lance.FTS_MAX_SEGMENTS + 1}x0",
+            query_type="fts",
+            fts_columns="keyword_text",
+        )
+        .limit(3)
+        .to_list()
+    )
+    assert [r["chunk_id"] for r in hits] == [f"d{store_lance.FTS_MAX_SEGMENTS + 1}-c0"]
