@@ -207,11 +207,17 @@ def _by_doc(table: pa.Table) -> dict[str, list[tuple[str, str]]]:
     return {d: sorted(v) for d, v in out.items()}
 
 
+def _columns(schema: pa.Schema) -> list[tuple[str, str]]:
+    """A schema's columns and types (not its metadata, nor its fields': the ANN index records
+    its trained row count on ``vector``)."""
+    return [(f.name, str(f.type)) for f in schema]
+
+
 def _merge_changes(tbl: Any, table: pa.Table) -> TableWrite | None:
     """Write only the documents of ``table`` whose rows differ from ``tbl``'s (None: the
     table is to be written whole: another layout, or too much changed)."""
     old_schema = tbl.schema
-    if old_schema.remove_metadata() != table.schema.remove_metadata() or not len(table):
+    if _columns(old_schema) != _columns(table.schema) or not len(table):
         return None
     old = tbl.to_lance().to_table(columns=["doc_id", "chunk_id", ROW_HASH_COLUMN])
     before, after = _by_doc(old), _by_doc(table)
@@ -225,7 +231,8 @@ def _merge_changes(tbl: Any, table: pa.Table) -> TableWrite | None:
     from corpus_pipeline.retrieval.filters import sql_string
 
     where = f"doc_id IN ({', '.join(sql_string(d) for d in changed)})"
-    mask = pa.array([str(d) in set(changed) for d in table.column("doc_id").to_pylist()])
+    changed_set = set(changed)
+    mask = pa.array([str(d) in changed_set for d in table.column("doc_id").to_pylist()])
     source = table.filter(mask)
     if source.num_rows:
         (

@@ -150,3 +150,20 @@ def test_the_full_text_index_keeps_delta_segments_bounded(tmp_path):
         .to_list()
     )
     assert [r["chunk_id"] for r in hits] == [f"d{store_lance.FTS_MAX_SEGMENTS + 1}-c0"]
+
+
+def test_a_table_with_an_ann_index_is_merged_and_its_index_takes_the_new_rows(tmp_path):
+    from corpus_pipeline.retrieval.settings import ANN_MIN_ROWS_FLOOR
+    from corpus_pipeline.store.lance import vector_index_state
+
+    layout = Layout(tmp_path / "home")
+    write_search_table(layout, "big", "v1", *_chunks(), ann_min_rows=ANN_MIN_ROWS_FLOOR)
+    assert vector_index_state(open_search_table(layout, "big", "v1")) is not None
+    chunks, vecs = _chunks(edits={5: "changed"})
+    write = write_search_table(layout, "big", "v1", chunks, vecs, ann_min_rows=ANN_MIN_ROWS_FLOOR)
+    assert (write.mode, write.docs_changed) == ("merge", 1)  # the index's field metadata is no other layout
+    tbl = open_search_table(layout, "big", "v1")
+    state = vector_index_state(tbl)
+    assert state is not None and state.unindexed_rows == 0 and state.indexed_rows == DOCS * PER_DOC
+    near = tbl.search(vecs[53].tolist()).distance_type("cosine").nprobes(20).refine_factor(10).limit(1).to_list()
+    assert near[0]["chunk_id"] == "d5-c3"
