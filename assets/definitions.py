@@ -7,6 +7,7 @@ from assets.documents import documents, image_descriptions, parsed_blocks
 from assets.evaluation import retrieval_eval
 from assets.executors import executor_from_env
 from assets.jobs import index_version_job, parse_kb_job
+from assets.maintenance import maintain_search_tables, weekly_maintenance
 from assets.sensors import kb_change_sensor, nightly_reindex
 from resources import CorpusResource, LLMResource, PartitionedParquetIOManager
 from resources.batch_io import BatchIOManager
@@ -34,9 +35,9 @@ def build_definitions(home: str = "", executor: str | None = None, workers: int 
     return Definitions(
         assets=all_assets,
         executor=executor_from_env(name=executor),
-        jobs=[parse_kb_job, index_version_job],
+        jobs=[parse_kb_job, index_version_job, maintain_search_tables],
         sensors=[kb_change_sensor],
-        schedules=[nightly_reindex],
+        schedules=[nightly_reindex, weekly_maintenance],
         resources={
             "corpus": CorpusResource(home=home, workers=workers),
             "llm": LLMResource.from_env(),

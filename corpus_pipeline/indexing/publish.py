@@ -94,3 +94,20 @@ def activate_if_current(layout: Layout, kb: str, version: str) -> list[str]:
         retire_version(layout, kb, old)
         retired.append(old)
     return retired
+
+
+def maintain_kb(layout: Layout, kb: str) -> dict[str, dict[str, object]]:
+    """``store.lance.maintain_search_table`` on every built search table of ``kb`` (by
+    strategy version), under the KB's write lock (``KBBusyError`` when a writer holds it: an
+    index in progress does this work's part itself)."""
+    from corpus_pipeline.store.lance import maintain_search_table, open_search_table
+    from corpus_pipeline.store.locks import kb_lock
+    from corpus_pipeline.store.versions import known_versions
+
+    out: dict[str, dict[str, object]] = {}
+    with kb_lock(layout, kb):
+        for version in known_versions(layout, kb):
+            if layout.search_table_dir(kb, version).is_dir():
+                tbl = open_search_table(layout, kb, version)
+                out[version] = maintain_search_table(tbl, ann_min_rows(layout, kb))
+    return out

@@ -274,6 +274,31 @@ def purge_deleted_rows(tbl: Any) -> None:
     tbl.checkout_latest()
 
 
+def maintain_search_table(tbl: Any, ann_min_rows: int = VECTOR_INDEX_MIN_ROWS) -> dict[str, Any]:
+    """The maintenance that writes do not pay for each time (the ``maintain_search_tables``
+    job, weekly): small fragments merged up to ``FRAGMENT_ROWS`` (and any with deleted rows
+    rewritten), the full-text index's delta segments merged into one, the ANN index brought up
+    to date (retrained when the table outgrew it), old versions removed. Returns what it did."""
+    ds = tbl.to_lance()
+    before = len(ds.get_fragments())
+    metrics = ds.optimize.compact_files(target_rows_per_fragment=FRAGMENT_ROWS, materialize_deletions_threshold=0.0)
+    tbl.checkout_latest()
+    stats = tbl.index_stats(FTS_INDEX_NAME)
+    segments = int(getattr(stats, "num_indices", 0) or 0) if stats is not None else 0
+    if segments > 1 or (stats is not None and stats.num_unindexed_rows):
+        tbl.to_lance().optimize.optimize_indices(index_names=[FTS_INDEX_NAME], num_indices_to_merge=max(segments, 1))
+        tbl.checkout_latest()
+    ann = ensure_vector_index(tbl, ann_min_rows)
+    prune_history(tbl)
+    return {
+        "fragments_before": before,
+        "fragments_after": len(tbl.to_lance().get_fragments()),
+        "fragments_rewritten": int(metrics.fragments_removed),
+        "fts_segments_merged": segments if segments > 1 else 0,
+        "ann": ann,
+    }
+
+
 # ---------------------------------------------------------------------------- ANN index
 
 VectorIndexAction = Literal["none", "create", "optimize", "rebuild", "drop"]
