@@ -160,11 +160,9 @@ def write_search_table(
     if result is None:
         _write_whole(layout.search_table_dir(kb, version), table)
         tbl = db.open_table(name)
-        if len(table):
-            _create_fts_index(tbl)
         result = TableWrite(len(table), "replace" if exists else "create", len(table), 0, _docs(table))
-    elif result.mode == "merge":
-        _optimize_fts(tbl)
+    if len(table):
+        _update_fts(tbl)
     ensure_vector_index(tbl, ann_min_rows)
     if result.mode != "create":
         purge_deleted_rows(tbl)
@@ -251,12 +249,15 @@ def _merge_changes(tbl: Any, table: pa.Table) -> TableWrite | None:
     return TableWrite(len(table), "merge", written, deleted, len(changed))
 
 
-def _optimize_fts(tbl: Any) -> None:
-    """Add the rows a merge wrote to the full-text index as a delta segment; merge the
-    segments into one once there are more than ``FTS_MAX_SEGMENTS``."""
+def _update_fts(tbl: Any) -> None:
+    """The full-text index over every row: created when missing (a new table, or a write
+    killed before its index was), the rows a merge wrote added as a delta segment, the
+    segments merged into one once there are ``FTS_MAX_SEGMENTS``."""
     stats = tbl.index_stats(FTS_INDEX_NAME)
     if stats is None:
         _create_fts_index(tbl)
+        return
+    if not stats.num_unindexed_rows:
         return
     merge = int(getattr(stats, "num_indices", 1) or 1) >= FTS_MAX_SEGMENTS
     tbl.to_lance().optimize.optimize_indices(index_names=[FTS_INDEX_NAME], num_indices_to_merge=None if merge else 0)

@@ -167,3 +167,14 @@ def test_a_table_with_an_ann_index_is_merged_and_its_index_takes_the_new_rows(tm
     assert state is not None and state.unindexed_rows == 0 and state.indexed_rows == DOCS * PER_DOC
     near = tbl.search(vecs[53].tolist()).distance_type("cosine").nprobes(20).refine_factor(10).limit(1).to_list()
     assert near[0]["chunk_id"] == "d5-c3"
+
+
+def test_a_write_killed_before_its_full_text_index_is_repaired_by_the_next(tmp_path):
+    layout = Layout(tmp_path / "home")
+    chunks, vecs = _chunks()
+    write_search_table(layout, "big", "v1", chunks, vecs)
+    open_search_table(layout, "big", "v1").drop_index(store_lance.FTS_INDEX_NAME)  # what the kill left
+    assert write_search_table(layout, "big", "v1", chunks, vecs).mode == "unchanged"
+    tbl = open_search_table(layout, "big", "v1")
+    found = tbl.search("originalword7x2", query_type="fts", fts_columns="keyword_text").limit(3).to_list()
+    assert [r["chunk_id"] for r in found] == ["d7-c2"]
