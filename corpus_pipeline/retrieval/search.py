@@ -403,16 +403,19 @@ class Searcher:
     def vector_query(self, vec: np.ndarray, k: int, where: str | None = None) -> Any:
         """The LanceDB query of the vector channel: the ``k`` children nearest ``vec`` by cosine
         among those ``where`` selects (pre-filtered). On a table with an ANN index (IVF_PQ):
-        at least ``ann_nprobes`` partitions, more when the filter leaves fewer than ``k`` rows
-        in them, and the ``k × ann_refine_factor`` best by PQ re-ranked by their exact cosine,
-        so the distances the gates read are exact; ``ann_nprobes`` 0 searches exactly."""
+        ``ann_nprobes`` partitions (with a filter at least that many, more when it leaves fewer
+        than ``k`` rows in them), and the ``k × ann_refine_factor`` best by PQ re-ranked by
+        their exact cosine, so the distances the gates read are exact; ``ann_nprobes`` 0
+        searches exactly. Without a filter the probes are bounded too: LanceDB's unbounded
+        maximum searched every partition (p50 ~105 ms instead of ~30 ms at 1M children)."""
         s = self.settings
         q = self.table.search(vec.tolist(), vector_column_name="vector").distance_type("cosine")
         if self.ann:
             if s.ann_nprobes == 0:
                 q = q.bypass_vector_index()
             else:
-                q = q.minimum_nprobes(s.ann_nprobes).maximum_nprobes(0).refine_factor(s.ann_refine_factor)
+                q = q.minimum_nprobes(s.ann_nprobes).maximum_nprobes(0 if where else s.ann_nprobes)
+                q = q.refine_factor(s.ann_refine_factor)
         if where:
             q = q.where(where, prefilter=True)
         return q.limit(k)

@@ -39,9 +39,9 @@
     ann_min_rows                         100000   a search table of at least this many children gets an
                                                   ANN index (IVF_PQ) on its vectors when it is written;
                                                   below it the vector channel is a flat, exact scan
-    ann_nprobes                          20       IVF partitions the vector channel probes (at least;
-                                                  more when a filter leaves too few rows); 0: exact
-                                                  search even on an indexed table
+    ann_nprobes                          100      IVF partitions the vector channel probes (with a
+                                                  filter at least this many: more when it leaves too
+                                                  few rows); 0: exact search even on an indexed table
     ann_refine_factor                    10       the channel re-ranks ``vector_top_k`` × this many
                                                   ANN candidates by their exact cosine (so the
                                                   similarities the gates read are exact, not PQ's)
@@ -142,7 +142,7 @@ class SearchSettings(BaseModel):
     vector_relevance_span: float = Field(0.5, gt=0.0, le=1.0)
     keyword_relevance_half: float = Field(12.0, gt=0.0, le=10_000.0)
     ann_min_rows: int = Field(ANN_MIN_ROWS, ge=ANN_MIN_ROWS_FLOOR, le=10**12)
-    ann_nprobes: int = Field(20, ge=0, le=100_000)
+    ann_nprobes: int = Field(100, ge=0, le=100_000)
     ann_refine_factor: int = Field(10, ge=1, le=1000)
 
     def __init__(self, **values: Any) -> None:
