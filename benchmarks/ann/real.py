@@ -82,6 +82,7 @@ def load_kb(home: Path, out: Path, name: str) -> tuple[pa.Table, np.ndarray, lis
     else:
         t0 = time.perf_counter()
         qv = np.asarray(open_embedder(cfg).embed_queries(questions), dtype=np.float32)
+        cache.parent.mkdir(parents=True, exist_ok=True)
         np.save(cache, qv)
         print(f"embedded {len(questions)} questions of {name} in {time.perf_counter() - t0:.0f} s", flush=True)
     return table, vectors, questions, qv
