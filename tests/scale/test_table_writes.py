@@ -167,6 +167,15 @@ def test_a_table_with_an_ann_index_is_merged_and_its_index_takes_the_new_rows(tm
     assert state is not None and state.unindexed_rows == 0 and state.indexed_rows == DOCS * PER_DOC
     near = tbl.search(vecs[53].tolist()).distance_type("cosine").nprobes(20).refine_factor(10).limit(1).to_list()
     assert near[0]["chunk_id"] == "d5-c3"
+    for n in (6, 7):  # more edits: each optimize leaves a delta segment of the index ...
+        write_search_table(
+            layout, "big", "v1", *_chunks(edits={5: "changed", n: "again"}), ann_min_rows=ANN_MIN_ROWS_FLOOR
+        )
+    tbl = open_search_table(layout, "big", "v1")
+    assert tbl.index_stats(store_lance.VECTOR_INDEX_NAME).num_indices > 1
+    done = store_lance.maintain_search_table(tbl, ANN_MIN_ROWS_FLOOR)  # ... which maintenance merges
+    assert "segments merged" in done["ann"]
+    assert tbl.index_stats(store_lance.VECTOR_INDEX_NAME).num_indices == 1
 
 
 def test_a_write_killed_before_its_full_text_index_is_repaired_by_the_next(tmp_path):
