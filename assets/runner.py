@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -26,6 +25,7 @@ from dagster import (
     JobDefinition,
     MultiPartitionKey,
 )
+from upath import UPath
 
 from assets import health
 from assets.definitions import build_definitions
@@ -176,7 +176,7 @@ _STEP_EVENTS = {
 }
 
 
-def _written_by(folder: Path, run_id: str | None) -> bool:
+def _written_by(folder: UPath, run_id: str | None) -> bool:
     return run_id is None or read_manifest(folder).get("run_id") == run_id
 
 

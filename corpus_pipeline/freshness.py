@@ -19,12 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from upath import UPath
 
 from corpus_pipeline.kbconfig import KnowledgeBase
+from corpus_pipeline.store.files import put_text
 from corpus_pipeline.store.layout import Layout
 
 # Settings that do not shape parsing (they shape chunks, versions, search or checks).
@@ -54,7 +55,7 @@ def parse_fingerprint(kb: KnowledgeBase, docs: pa.Table) -> str:
     return h.hexdigest()[:16]
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: UPath) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -62,11 +63,8 @@ def _read(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
+def _write(path: UPath, data: dict[str, Any]) -> None:
+    put_text(path, json.dumps(data, indent=2, sort_keys=True))
 
 
 def record_parsed(layout: Layout, kb: str, fingerprint: str) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from upath import UPath
 
 from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.plan import DEFAULT_PLAN, PipelineSettings, Plan, build_plan
@@ -396,7 +397,7 @@ def resolve_kb(kb_dir: Path) -> KnowledgeBase:
     return kb_from_config(kb_dir, load_kb_config(kb_dir))
 
 
-def require_known_kb(kbs_dir: Path, versions_dir: Path, name: str) -> str:
+def require_known_kb(kbs_dir: Path, versions_dir: UPath | Path, name: str) -> str:
     """``name`` if it is a KB folder or has registered versions; else the unknown-KB error."""
     check_kb_name(name)
     if not (kbs_dir / name).is_dir() and not (versions_dir / name).is_dir():

@@ -20,31 +20,20 @@ gathers, from the Parquet partitions and their ``_manifest.json`` files only (no
 
 from __future__ import annotations
 
-import glob as glob_module
 import json
-from pathlib import Path
 from typing import Any
 
-import duckdb
+import pyarrow.compute as pc
+from upath import UPath
 
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.parquet import read_manifest
+from corpus_pipeline.store.layout import KB_DIM, Layout
+from corpus_pipeline.store.parquet import dataset, has_partition, read_columns, read_manifest
 from corpus_pipeline.store.versions import active_version, version_info
 
 HIGHLIGHT = ("«", "»")  # around the chunk's span in ``excerpt.highlighted``
 _FLAG_KEYS = ("hard_cut", "forced_split", "merged_small", "split_reason", "degraded", "degrade_reason")
 _MIN_PREFIX = 8
-
-
-def _q(path: Path | str) -> str:
-    return str(path).replace("'", "''")
-
-
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-    cur = con.execute(sql, params or [])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def _json(text: str | None) -> dict[str, Any]:
@@ -57,49 +46,57 @@ def _json(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
+def _chunk_partitions(layout: Layout) -> list[tuple[str, str]]:
+    """Every (kb, version) with a child_chunks partition."""
+    base = layout.asset_dir("child_chunks")
+    out = []
+    for kb_dir in sorted(base.glob(f"{KB_DIM}=*"), key=lambda p: p.name) if base.is_dir() else ():
+        kb = kb_dir.name.split("=", 1)[1]
+        out += [(kb, v) for v in layout.versions_with_partition("child_chunks", kb)]
+    return out
+
+
 def find_chunk(layout: Layout, chunk_id: str) -> dict[str, Any]:
-    """The child_chunks row of ``chunk_id`` (with ``_file``: the Parquet file it is in)."""
-    pattern = layout.partition_files("child_chunks", versioned=True)
-    files = sorted(glob_module.glob(pattern))
-    if not files:
+    """The child_chunks row of ``chunk_id``, with ``_kb`` and ``_version``: its partition."""
+    parts = [
+        (kb, v) for kb, v in _chunk_partitions(layout) if has_partition(layout.partition_dir("child_chunks", kb, v))
+    ]
+    if not parts:
         raise StoreError(f"no child_chunks under {layout.warehouse}; index a knowledge base first (`corpus index`).")
     chunk_id = chunk_id.strip()
-    glob = _q(pattern)
-    con = duckdb.connect()
-    try:
-        src = f"read_parquet('{glob}', hive_partitioning=false, union_by_name=true, filename='_file')"
-        rows = _rows(con, f"select * from {src} where chunk_id = ?", [chunk_id])
-        if not rows and len(chunk_id) >= _MIN_PREFIX:
-            rows = _rows(con, f"select * from {src} where starts_with(chunk_id, ?) limit 6", [chunk_id])
-            if len(rows) > 1:
-                ids = ", ".join(r["chunk_id"] for r in rows[:5])
-                raise StoreError(f"chunk id prefix {chunk_id!r} is ambiguous: {ids}{', …' if len(rows) > 5 else ''}")
-    finally:
-        con.close()
+    rows = _matching(layout, parts, pc.field("chunk_id") == chunk_id)
+    if not rows and len(chunk_id) >= _MIN_PREFIX:
+        rows = _matching(layout, parts, pc.starts_with(pc.field("chunk_id"), chunk_id))
+        if len(rows) > 1:
+            ids = ", ".join(r["chunk_id"] for r in rows[:5])
+            raise StoreError(f"chunk id prefix {chunk_id!r} is ambiguous: {ids}{', …' if len(rows) > 5 else ''}")
     if not rows:
         raise StoreError(
-            f"chunk {chunk_id!r} was not found in {len(files)} child_chunks partition(s) under "
+            f"chunk {chunk_id!r} was not found in {len(parts)} child_chunks partition(s) under "
             f"{layout.asset_dir('child_chunks')}. Chunk ids come from `corpus search --json` (hits[].chunk_id); "
             "a retired version's chunks are gone."
         )
     return rows[0]
 
 
-def _partition_of(file: str) -> tuple[str, str]:
-    kb, version = Layout.partition_of(file)
-    if version is None:
-        raise StoreError(f"{file} is not in a kb × strategy_version partition")
-    return kb, version
+def _matching(
+    layout: Layout, parts: list[tuple[str, str]], expr: pc.Expression, limit: int = 6
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for kb, v in parts:
+        table = dataset(layout.partition_dir("child_chunks", kb, v)).to_table(filter=expr)
+        out += [{**r, "_kb": kb, "_version": v} for r in table.slice(0, limit).to_pylist()]
+        if len(out) >= limit:
+            break
+    return out
 
 
-def _one(con: duckdb.DuckDBPyConnection, path: Path, where: str, params: list[Any]) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    rows = _rows(con, f"select * from read_parquet('{_q(path)}') where {where} limit 1", params)
-    return rows[0] if rows else None
+def _one(folder: UPath, filters: list[Any], name: str = "data") -> dict[str, Any] | None:
+    table = read_columns(folder, None, filters, name=name)
+    return table.slice(0, 1).to_pylist()[0] if table is not None and table.num_rows else None
 
 
-def _run_of(folder: Path) -> dict[str, Any] | None:
+def _run_of(folder: UPath) -> dict[str, Any] | None:
     m = read_manifest(folder)
     if not m:
         return None
@@ -167,48 +164,36 @@ def _excerpt(text: str, start: int, end: int, overlap: int, context: int) -> dic
 def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> dict[str, Any]:
     """Everything known about one chunk's origin, as plain JSON-ready data."""
     row = find_chunk(layout, chunk_id)
-    kb, version = _partition_of(row.pop("_file"))
+    kb, version = row.pop("_kb"), row.pop("_version")
     chunk_meta = _json(row.get("metadata"))
     chunk = {k: v for k, v in row.items() if k != "metadata"}
     chunk["metadata"] = chunk_meta
     doc_id = row["doc_id"]
-    con = duckdb.connect()
-    try:
-        parent = _one(
-            con,
-            layout.partition_dir("parent_blocks", kb, version) / "data.parquet",
-            "parent_id = ?",
-            [row["parent_id"]],
+    parent = _one(layout.partition_dir("parent_blocks", kb, version), [("parent_id", "=", row["parent_id"])])
+    parsed_dir = layout.partition_dir("parsed_blocks", kb)
+    doc = _one(layout.partition_dir("documents", kb), [("doc_id", "=", doc_id)])
+    texts = _one(parsed_dir, [("doc_id", "=", doc_id)], name="texts")
+    blocks: list[dict[str, Any]] = []
+    if has_partition(parsed_dir, "blocks"):
+        if row.get("derived") and row.get("block_index") is not None:
+            where: list[Any] = [("doc_id", "=", doc_id), ("block_index", "=", row["block_index"])]
+        else:
+            where = [
+                ("doc_id", "=", doc_id),
+                ("start_offset", "<", row["end_offset"]),
+                ("end_offset", ">", row["start_offset"]),
+            ]
+        cols = ["block_index", "block_type", "page_num", "section_path", "level", "start_offset", "end_offset"]
+        table = read_columns(parsed_dir, [*cols, "image_id", "text"], where, name="blocks")
+        for r in sorted(table.to_pylist() if table is not None else [], key=lambda r: r["block_index"]):
+            r["text_start"] = (r.pop("text") or "")[:160]
+            blocks.append(r)
+    image = None
+    if row.get("image_id"):
+        image = _one(
+            layout.partition_dir("image_descriptions", kb),
+            [("image_id", "=", row["image_id"]), ("doc_id", "=", doc_id)],
         )
-        parsed_dir = layout.partition_dir("parsed_blocks", kb)
-        doc = _one(con, layout.partition_dir("documents", kb) / "data.parquet", "doc_id = ?", [doc_id])
-        texts = _one(con, parsed_dir / "texts.parquet", "doc_id = ?", [doc_id])
-        blocks: list[dict[str, Any]] = []
-        if (parsed_dir / "blocks.parquet").exists():
-            if row.get("derived") and row.get("block_index") is not None:
-                where, params = "doc_id = ? and block_index = ?", [doc_id, row["block_index"]]
-            else:
-                where, params = (
-                    "doc_id = ? and start_offset < ? and end_offset > ?",
-                    [doc_id, row["end_offset"], row["start_offset"]],
-                )
-            blocks = _rows(
-                con,
-                f"select block_index, block_type, page_num, section_path, level, start_offset, end_offset, image_id, "
-                f"left(text, 160) as text_start from read_parquet('{_q(parsed_dir / 'blocks.parquet')}') "
-                f"where {where} order by block_index",
-                params,
-            )
-        image = None
-        if row.get("image_id"):
-            image = _one(
-                con,
-                layout.partition_dir("image_descriptions", kb) / "data.parquet",
-                "image_id = ? and doc_id = ?",
-                [row["image_id"], doc_id],
-            )
-    finally:
-        con.close()
 
     notes: list[str] = []
     canonical = (texts or {}).get("text")

@@ -9,19 +9,19 @@ partition mapping.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, MultiPartitionKey, OutputContext
+from upath import UPath
 
 from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.parquet import read_partition, write_partition
+from corpus_pipeline.store.parquet import read_manifest, read_partition, write_partition
 from resources.metadata import column_schema
 
 
-def partition_folder(layout: Layout, asset: str, key: str | MultiPartitionKey) -> Path:
+def partition_folder(layout: Layout, asset: str, key: str | MultiPartitionKey) -> UPath:
     """The folder of a Dagster partition key: ``kb`` or ``kb|strategy_version``."""
     if isinstance(key, MultiPartitionKey):
         dims = key.keys_by_dimension
@@ -32,12 +32,16 @@ def partition_folder(layout: Layout, asset: str, key: str | MultiPartitionKey) -
     return layout.partition_dir(asset, key)
 
 
-def written_metadata(folder: Path, tables: pa.Table | dict[str, pa.Table], files: list[str]) -> dict[str, Any]:
+def written_metadata(folder: UPath, tables: pa.Table | dict[str, pa.Table], files: list[str]) -> dict[str, Any]:
     """What a written partition adds to its materialization: the folder as a clickable path,
     the files, and ``dagster/column_schema`` of its table (of the first one, e.g. ``texts``,
     when it has several; the others' schemas as ``column_schema/<name>``). The row count
     (``dagster/row_count``) is the asset's own output metadata, which names its main table."""
     meta: dict[str, Any] = {"path": MetadataValue.path(str(folder)), "files": MetadataValue.json(files)}
+    written = read_manifest(folder).get("written")
+    if isinstance(written, dict):  # what this write wrote; the other files were unchanged batches
+        meta["files_written"] = MetadataValue.int(int(written.get("files", 0)))
+        meta["bytes_written"] = MetadataValue.int(int(written.get("bytes", 0)))
     named = {"data": tables} if isinstance(tables, pa.Table) else dict(tables)
     for i, (name, table) in enumerate(named.items()):
         key = "dagster/column_schema" if i == 0 else f"column_schema/{name}"
@@ -56,7 +60,7 @@ class PartitionedParquetIOManager(ConfigurableIOManager):
     def layout(self) -> Layout:
         return Layout.at(self.home)
 
-    def _path(self, context: OutputContext | InputContext) -> Path:
+    def _path(self, context: OutputContext | InputContext) -> UPath:
         return partition_folder(self.layout, context.asset_key.path[-1], context.asset_partition_key)
 
     def handle_output(self, context: OutputContext, obj: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,22 @@ def tiny_kb(corpus_home: Path) -> Path:
         encoding="utf-8",
     )
     return kb
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A local S3-compatible server (moto) on 127.0.0.1 for the session."""
+    from tests.support.s3_server import moto_server
+
+    with moto_server() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def s3_warehouse(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``CORPUS_WAREHOUSE`` on a new bucket of the local S3 server: ``s3://<bucket>/warehouse``."""
+    from tests.support.s3_server import s3_env
+
+    url = f"s3://{s3_env(s3_endpoint, monkeypatch)}/warehouse"
+    monkeypatch.setenv("CORPUS_WAREHOUSE", url)
+    return url

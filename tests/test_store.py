@@ -1,57 +1,224 @@
-"""Parquet partitions are replaced atomically and survive a crash between the renames."""
+"""Parquet partitions: files per document batch, switched by one pointer, on a local folder
+and on an object store (a local S3 server); a crash leaves the previous version readable."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pyarrow as pa
 import pytest
+from upath import UPath
 
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.store.parquet import read_partition, write_partition
+from corpus_pipeline.store import parquet
+from corpus_pipeline.store.parquet import (
+    MANIFEST,
+    batches,
+    dataset,
+    partition_files,
+    read_columns,
+    read_manifest,
+    read_partition,
+    write_partition,
+)
 
 
-def test_a_partition_is_replaced_whole(tmp_path):
-    folder = tmp_path / "child_chunks" / "kb=a" / "strategy_version=v1"
+@pytest.fixture(params=["local", "s3"])
+def root(request: pytest.FixtureRequest, tmp_path) -> UPath:
+    """Where partitions are written: a local folder, or a bucket of the local S3 server."""
+    if request.param == "local":
+        return UPath(tmp_path)
+    return UPath(request.getfixturevalue("s3_warehouse"))
+
+
+def _docs(n: int, rows_per_doc: int = 3, text: str = "t") -> pa.Table:
+    ids = [f"doc-{i:04d}" for i in range(n) for _ in range(rows_per_doc)]
+    return pa.table({"doc_id": ids, "text": [f"{text} {d} {j}" for j, d in enumerate(ids)]})
+
+
+def _names(folder: UPath) -> set[str]:
+    return {p.name for p in folder.iterdir()}
+
+
+def test_a_partition_is_replaced_whole(root):
+    folder = root / "child_chunks" / "kb=a" / "strategy_version=v1"
     write_partition(folder, pa.table({"x": [1, 2, 3]}))
     write_partition(folder, pa.table({"x": [4]}))
     assert read_partition(folder).column("x").to_pylist() == [4]
-    assert sorted(p.name for p in folder.parent.iterdir()) == ["strategy_version=v1"]
+    assert len([n for n in _names(folder) if n.endswith(".parquet")]) == 1  # the old file is gone
 
 
-def test_several_named_tables_share_one_partition(tmp_path):
-    folder = tmp_path / "parsed_blocks" / "kb=a"
+def test_several_named_tables_share_one_partition(root):
+    folder = root / "parsed_blocks" / "kb=a"
     write_partition(folder, {"blocks": pa.table({"b": [1]}), "texts": pa.table({"t": ["x"]})})
     both = read_partition(folder)
     assert set(both) == {"blocks", "texts"}
     assert read_partition(folder, "texts").column("t").to_pylist() == ["x"]
+    assert read_columns(folder, ["t"], name="texts").column("t").to_pylist() == ["x"]  # type: ignore[union-attr]
 
 
-def test_a_crash_between_the_renames_leaves_the_previous_output_readable(tmp_path):
-    folder = tmp_path / "t" / "kb=a"
+def test_a_table_is_cut_at_document_boundaries_and_reads_back_in_order(root):
+    table = _docs(300)
+    parts = batches(table, every=16)
+    assert 5 < len(parts) < 60
+    owners: dict[str, int] = {}
+    for i, part in enumerate(parts):  # no document is split between files
+        for d in part.column("doc_id").to_pylist():
+            assert owners.setdefault(d, i) == i
+    folder = root / "child_chunks" / "kb=a" / "strategy_version=v1"
+    write_partition(folder, table, docs_per_file=16)
+    assert len(partition_files(folder)["data"]) == len(parts)
+    assert read_partition(folder).equals(table)
+
+
+def test_a_one_document_edit_writes_one_file_not_the_partition(root):
+    folder = root / "child_chunks" / "kb=a" / "strategy_version=v1"
+    table = _docs(400)
+    write_partition(folder, table, docs_per_file=16)
+    before = set(partition_files(folder)["data"])
+    assert read_manifest(folder)["written"]["files"] == len(before)
+
+    ids = table.column("doc_id").to_pylist()
+    edited = pa.table(
+        {
+            "doc_id": ids,
+            "text": [
+                t + (" edited" if d == "doc-0200" else "") for t, d in zip(table["text"].to_pylist(), ids, strict=True)
+            ],
+        }
+    )
+    write_partition(folder, edited, docs_per_file=16)
+    after = set(partition_files(folder)["data"])
+    written = read_manifest(folder)["written"]
+    assert written["files"] == 1 and len(after - before) == 1 and len(before - after) == 1
+    assert written["bytes"] < sum(len(p.read_bytes()) for p in after) / 5
+    assert read_partition(folder).equals(edited)
+    assert {p.name for p in after} == {n for n in _names(folder) if n.endswith(".parquet")}  # old one deleted
+
+    # a new document and a deleted one change at most the batches around them
+    grown = pa.concat_tables(
+        [
+            edited.filter(pa.compute.not_equal(edited["doc_id"], "doc-0100")),
+            _docs(1, text="new").set_column(0, "doc_id", pa.array(["doc-9999"] * 3)),
+        ]
+    )
+    write_partition(folder, grown, docs_per_file=16)
+    assert read_manifest(folder)["written"]["files"] <= 3
+    assert read_partition(folder).equals(grown)
+
+
+def test_an_unchanged_write_writes_no_data_file(root):
+    folder = root / "documents" / "kb=a"
+    write_partition(folder, _docs(50), docs_per_file=8)
+    write_partition(folder, _docs(50), docs_per_file=8)
+    assert read_manifest(folder)["written"] == {"files": 0, "bytes": 0}
+
+
+def test_a_crash_before_the_pointer_leaves_the_previous_version_readable(root, monkeypatch):
+    folder = root / "child_chunks" / "kb=a" / "strategy_version=v1"
+    write_partition(folder, _docs(100), docs_per_file=8)
+    real_put = parquet.put_bytes
+
+    def dies_at_the_pointer(path, data):
+        if path.name == MANIFEST:
+            raise KeyboardInterrupt("killed")  # as a kill between the data files and the pointer
+        real_put(path, data)
+
+    monkeypatch.setattr(parquet, "put_bytes", dies_at_the_pointer)
+    with pytest.raises(KeyboardInterrupt):
+        write_partition(folder, _docs(100, text="new"), docs_per_file=8)
+    assert read_partition(folder).equals(_docs(100))  # the old version, whole
+    monkeypatch.setattr(parquet, "put_bytes", real_put)
+
+    write_partition(folder, _docs(100, text="new"), docs_per_file=8)  # the next write cleans up
+    assert read_partition(folder).equals(_docs(100, text="new"))
+    listed = {p.name for p in partition_files(folder)["data"]}
+    assert {n for n in _names(folder) if n.endswith(".parquet")} == listed
+
+
+def test_a_failed_write_keeps_the_old_partition(root):
+    folder = root / "t" / "kb=a"
     write_partition(folder, pa.table({"x": [1]}))
-    os.rename(folder, folder.parent / ".old-kb=a-deadbeef")  # as if we died right here
-    assert read_partition(folder).column("x").to_pylist() == [1]
-
-
-def test_a_failed_write_keeps_the_old_partition(tmp_path):
-    folder = tmp_path / "t" / "kb=a"
-    write_partition(folder, pa.table({"x": [1]}))
-    with pytest.raises(AttributeError, match=r"num_rows|schema|write"):
+    with pytest.raises(AttributeError):
         write_partition(folder, {"bad": "not a table"})  # type: ignore[dict-item]
     assert read_partition(folder).column("x").to_pylist() == [1]
-    assert [p.name for p in folder.parent.iterdir()] == ["kb=a"]
 
 
-def test_reading_a_partition_never_written_says_so(tmp_path):
+def test_reading_a_partition_never_written_says_so(root):
     with pytest.raises(StoreError, match="has not been materialized yet"):
-        read_partition(tmp_path / "nope")
+        read_partition(root / "nope")
+    assert read_columns(root / "nope") is None
 
 
-def test_a_write_killed_half_way_leaves_nothing_behind_after_the_next(tmp_path):
+def test_the_manifest_records_the_files_and_the_rows(root):
+    folder = root / "t" / "kb=a"
+    write_partition(folder, _docs(10), {"run_id": "r1"}, docs_per_file=4)
+    m = json.loads((folder / MANIFEST).read_text())
+    assert m["run_id"] == "r1" and m["rows"] == {"data": 30}
+    assert [folder / f for f in m["files"]["data"]] == partition_files(folder)["data"]
+    assert dataset(folder).count_rows() == 30
+
+
+# ---------------------------------------------------------------- earlier releases' partitions
+
+
+def test_a_partition_of_an_earlier_release_is_read_and_then_replaced(tmp_path):
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "t" / "kb=a"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"x": [1]}), folder / "data.parquet")
+    (folder / MANIFEST).write_text(json.dumps({"run_id": "old"}))
+    assert read_partition(folder).column("x").to_pylist() == [1]
+    write_partition(folder, pa.table({"x": [2]}))
+    assert read_partition(folder).column("x").to_pylist() == [2]
+    assert not (folder / "data.parquet").exists()
+
+
+def test_a_crash_between_an_earlier_releases_renames_leaves_the_previous_output_readable(tmp_path):
     folder = tmp_path / "t" / "kb=a"
     write_partition(folder, pa.table({"x": [1]}))
-    (folder.parent / ".tmp-kb=a-0badc0de").mkdir()  # as a kill -9 during a write leaves it
+    os.rename(folder, folder.parent / ".old-kb=a-deadbeef")  # as if it died right there
+    assert read_partition(folder).column("x").to_pylist() == [1]
+
+
+def test_an_earlier_releases_half_write_leaves_nothing_behind_after_the_next(tmp_path):
+    folder = tmp_path / "t" / "kb=a"
+    write_partition(folder, pa.table({"x": [1]}))
+    (folder.parent / ".tmp-kb=a-0badc0de").mkdir()  # as a kill -9 during a write left it
     (folder.parent / ".tmp-kb=a-0badc0de" / "data.parquet").write_bytes(b"half")
     write_partition(folder, pa.table({"x": [2]}))
     assert [p.name for p in folder.parent.iterdir()] == ["kb=a"]
+
+
+# ---------------------------------------------------------------- where the warehouse is
+
+
+def test_the_warehouse_is_home_warehouse_unless_corpus_warehouse_says_otherwise(tmp_path, monkeypatch):
+    from corpus_pipeline.store.lance import storage_options
+    from corpus_pipeline.store.layout import Layout
+
+    monkeypatch.delenv("CORPUS_WAREHOUSE", raising=False)
+    home = Layout.at(tmp_path)
+    assert home.warehouse == tmp_path / "warehouse" and not home.remote and home.local == tmp_path / "warehouse"
+    assert storage_options(home) == {}
+
+    monkeypatch.setenv("CORPUS_WAREHOUSE", "")  # empty, as a compose file passes an unset one
+    assert Layout.at(tmp_path).warehouse == tmp_path / "warehouse"
+
+    monkeypatch.setenv("CORPUS_WAREHOUSE", str(tmp_path / "shared"))
+    assert Layout.at(tmp_path).warehouse == tmp_path / "shared" and not Layout.at(tmp_path).remote
+
+    monkeypatch.setenv("CORPUS_WAREHOUSE", "s3://bucket/prefix/")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    remote = Layout.at(tmp_path)
+    assert remote.remote and str(remote.warehouse) == "s3://bucket/prefix"
+    assert (
+        str(remote.partition_dir("child_chunks", "a", "v1"))
+        == "s3://bucket/prefix/child_chunks/kb=a/strategy_version=v1"
+    )
+    # this machine's part stays on its disk
+    assert remote.locks == tmp_path / "warehouse" / "locks" and remote.staging == tmp_path / "warehouse" / "staging"
+    assert remote.cache == tmp_path / "warehouse" / "cache"
+    assert storage_options(remote) == {"aws_endpoint": "http://127.0.0.1:9000", "allow_http": "true"}

@@ -30,10 +30,10 @@ from statistics import fmean
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from corpus_pipeline.retrieval.evaluation import Question, Span, span_scores
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.parquet import dataset, has_partition, read_table
 
 #: The product's default evidence budgets (``search.parent_evidence_max_chars`` and
 #: ``search.total_evidence_max_chars``); read from its settings when they are there.
@@ -80,18 +80,18 @@ class Chunks:
 
     @classmethod
     def load(cls, layout: Layout, kb: str, version: str) -> Chunks:
-        cfile = layout.partition_dir("child_chunks", kb, version) / "data.parquet"
-        pfile = layout.partition_dir("parent_blocks", kb, version) / "data.parquet"
-        vfile = layout.partition_dir("chunk_embeddings", kb, version) / "data.parquet"
+        cfile = layout.partition_dir("child_chunks", kb, version)
+        pfile = layout.partition_dir("parent_blocks", kb, version)
+        vfile = layout.partition_dir("chunk_embeddings", kb, version)
         ccols = ["chunk_id", "parent_id", "text", "doc_path", "section_path", "start_offset", "end_offset"]
-        have = set(pq.read_schema(cfile).names)
-        children = pq.read_table(cfile, columns=[c for c in ccols if c in have]).to_pylist()
+        have = set(dataset(cfile).schema.names)
+        children = read_table(cfile, columns=[c for c in ccols if c in have]).to_pylist()
         pcols = ["parent_id", "text", "doc_path", "section_path", "start_offset", "end_offset", "overlap_chars"]
-        have = set(pq.read_schema(pfile).names)
-        parents = {r["parent_id"]: r for r in pq.read_table(pfile, columns=[c for c in pcols if c in have]).to_pylist()}
+        have = set(dataset(pfile).schema.names)
+        parents = {r["parent_id"]: r for r in read_table(pfile, columns=[c for c in pcols if c in have]).to_pylist()}
         vectors, mask = None, np.zeros(len(children), dtype=bool)
-        if vfile.exists():
-            vt = pq.read_table(vfile, columns=["chunk_id", "vector"]).to_pylist()
+        if has_partition(vfile):
+            vt = read_table(vfile, columns=["chunk_id", "vector"]).to_pylist()
             by_id = {r["chunk_id"]: r["vector"] for r in vt}
             dim = len(next(iter(by_id.values()))) if by_id else 0
             vectors = np.zeros((len(children), dim), dtype=np.float32)

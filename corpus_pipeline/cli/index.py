@@ -341,7 +341,7 @@ def run_drop(args: argparse.Namespace) -> int:
     kb = check_kb_name(args.kb)
     versions = known_versions(layout, kb)
     if not args.yes:
-        parts = sorted(str(p.relative_to(layout.warehouse)) for p in layout.warehouse.glob(f"*/kb={kb}"))
+        parts = sorted(f"{p.parent.name}/{p.name}" for p in layout.warehouse.glob(f"*/kb={kb}"))
         plan = DropReport(kb, partitions=parts, versions=versions)
         if args.json:
             print_json({"dry_run": True, **asdict(plan)})

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from upath import UPath
 
 from corpus_pipeline.indexing.discover import documents_of
 from corpus_pipeline.indexing.stats import ParseStats, StageResult
@@ -70,7 +71,7 @@ def parse_batch(
     kb: KnowledgeBase,
     docs: Sequence[Document],
     *,
-    images_dir: Path | None = None,
+    images_dir: UPath | Path | None = None,
     workers: int = 1,
     progress: ProgressFn = no_progress,
     label: str = "parse",
@@ -148,7 +149,7 @@ def parse_documents(
     documents: pa.Table,
     previous: dict[str, pa.Table] | None = None,
     *,
-    images_dir: Path | None = None,
+    images_dir: UPath | Path | None = None,
     workers: int = 1,
     progress: ProgressFn = no_progress,
 ) -> StageResult:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import pyarrow as pa
+from upath import UPath
 
 S = TypeVar("S", bound="StageStats")
 
@@ -151,7 +152,7 @@ class StageResult:
         return {"stage": self.stats.stage, "stats": self.stats.to_dict(), "checks": list(self.checks)}
 
 
-def read_stats(folder: Path, cls: type[S]) -> S | None:
+def read_stats(folder: UPath | Path, cls: type[S]) -> S | None:
     """The stats a stage recorded in a partition's manifest, or None (not built, or built
     before stats were recorded)."""
     from corpus_pipeline.store.parquet import read_manifest
@@ -163,7 +164,7 @@ def read_stats(folder: Path, cls: type[S]) -> S | None:
     return cls.from_dict(stats if isinstance(stats, Mapping) else {})
 
 
-def read_checks(folder: Path) -> list[dict[str, Any]]:
+def read_checks(folder: UPath | Path) -> list[dict[str, Any]]:
     """The quality checks' outcomes recorded with a partition ([] when none)."""
     from corpus_pipeline.store.parquet import read_manifest
 

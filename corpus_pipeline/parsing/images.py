@@ -18,13 +18,15 @@ import binascii
 import hashlib
 import io
 import os
-import tempfile
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from upath import UPath
+
 from corpus_pipeline.models import Block, BlockType, ExtractedImage
+from corpus_pipeline.store.files import put_bytes
 
 MAX_IMAGE_BYTES = 50 * 1024 * 1024
 CONTEXT_CHARS = 300
@@ -72,7 +74,7 @@ def _extension(mime: str) -> str:
 class ImageCollector:
     """Collects the images of one document while its blocks are built."""
 
-    def __init__(self, doc_id: str, images_dir: Path | None, kb_dir: Path, doc_path: Path) -> None:
+    def __init__(self, doc_id: str, images_dir: UPath | Path | None, kb_dir: Path, doc_path: Path) -> None:
         self.doc_id = doc_id
         self.images_dir = images_dir
         self.kb_root = kb_dir.resolve()
@@ -144,15 +146,7 @@ class ImageCollector:
         assert self.images_dir is not None
         target = self.images_dir / sha[:2] / f"{sha}{_extension(mime)}"
         if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            put_bytes(target, data)
         return str(target)
 
     # ----------------------------------------------------------------- context

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from upath import UPath
+
 from corpus_pipeline.errors import DocumentError
 from corpus_pipeline.kbconfig import ParsingConfig
 from corpus_pipeline.models import DocStatus, Document, ParsedDocument
@@ -30,7 +32,7 @@ def _failed(doc: Document, error: str) -> ParsedDocument:
 
 
 def parse_document(
-    doc: Document, kb_dir: Path, *, images_dir: Path | None = None, limits: ParsingConfig | None = None
+    doc: Document, kb_dir: Path, *, images_dir: UPath | Path | None = None, limits: ParsingConfig | None = None
 ) -> ParsedDocument:
     """Parse one document; failures come back as ``status=FAILED`` with the error.
 

@@ -33,6 +33,8 @@ from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
+from upath import UPath
+
 from corpus_pipeline.kbconfig import ParsingConfig
 from corpus_pipeline.models import DocStatus, Document, ParsedDocument
 from corpus_pipeline.parsing.limits import DEFAULT_LIMITS, fix
@@ -51,7 +53,7 @@ class ParseJob:
 
     doc: Document
     kb_dir: Path
-    images_dir: Path | None = None
+    images_dir: UPath | Path | None = None
     limits: ParsingConfig = DEFAULT_LIMITS
 
 

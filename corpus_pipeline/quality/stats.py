@@ -15,29 +15,28 @@ here and in the checks agree.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as pads
+from upath import UPath
 
 from corpus_pipeline.errors import CorpusError, StoreError
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.parquet import read_manifest
+from corpus_pipeline.store.parquet import dataset, has_partition, read_manifest
 from corpus_pipeline.store.versions import active_version, version_info
 
 QUANTILES = {"p5": 0.05, "p50": 0.5, "p95": 0.95}
 CHUNK_TABLES = ("child_chunks", "parent_blocks")
 
-Source = pa.Table | str | Path
+#: A table in memory, or a partition's table as a (lazy) pyarrow dataset.
+Source = pa.Table | pads.Dataset
 
 
 def _relation(con: duckdb.DuckDBPyConnection, source: Source) -> str:
-    if isinstance(source, pa.Table):
-        con.register("src", source)
-        return "src"
-    path = str(source).replace("'", "''")
-    return f"read_parquet('{path}')"
+    con.register("src", source)
+    return "src"
 
 
 def _columns(con: duckdb.DuckDBPyConnection, rel: str) -> set[str]:
@@ -149,7 +148,7 @@ def histogram_markdown(source: Source, column: str = "token_count", *, bins: int
 # --------------------------------------------------------------------------- on disk
 
 
-def partition_folder(layout: Layout, asset: str, kb: str, version: str) -> Path:
+def partition_folder(layout: Layout, asset: str, kb: str, version: str) -> UPath:
     return layout.partition_dir(asset, kb, version)
 
 
@@ -158,10 +157,9 @@ def versions_with_data(layout: Layout, kb: str) -> list[str]:
     found = []
     for v in layout.versions_with_partition("child_chunks", kb):
         d = layout.partition_dir("child_chunks", kb, v)
-        if any(d.glob("*.parquet")):
-            written = str(read_manifest(d).get("written_at") or "")
-            found.append((written, d.stat().st_mtime, v))
-    return [v for _, _, v in sorted(found)]
+        if has_partition(d):
+            found.append((str(read_manifest(d).get("written_at") or ""), v))
+    return [v for _, v in sorted(found)]
 
 
 def _token_limit(registered: dict[str, Any]) -> int | None:
@@ -183,7 +181,7 @@ def _token_limit(registered: dict[str, Any]) -> int | None:
 def partition_stats(layout: Layout, kb: str, version: str, *, bins: int = 10) -> dict[str, Any]:
     """Stats of one KB version from its Parquet partitions (DuckDB over the files)."""
     child_dir = partition_folder(layout, "child_chunks", kb, version)
-    if not any(child_dir.glob("*.parquet")):
+    if not has_partition(child_dir):
         known = versions_with_data(layout, kb)
         raise StoreError(
             f"no child_chunks for knowledge base {kb!r} at strategy_version {version!r} under {layout.warehouse}; "
@@ -205,8 +203,8 @@ def partition_stats(layout: Layout, kb: str, version: str, *, bins: int = 10) ->
     }
     for asset in CHUNK_TABLES:
         folder = partition_folder(layout, asset, kb, version)
-        if any(folder.glob("*.parquet")):
-            source = folder / "*.parquet"
+        if has_partition(folder):
+            source = dataset(folder)
             stats = table_stats(source, token_limit=limit if asset == "child_chunks" else None)
             if asset == "child_chunks" and stats["count"]:
                 stats["histogram"] = histogram(source, "token_count", bins=bins, limit=limit)
@@ -214,10 +212,10 @@ def partition_stats(layout: Layout, kb: str, version: str, *, bins: int = 10) ->
         else:
             out[asset] = {"count": 0, "missing": True}
     emb = partition_folder(layout, "chunk_embeddings", kb, version)
-    if any(emb.glob("*.parquet")):
+    if has_partition(emb):
         con = duckdb.connect()
         try:
-            rel = _relation(con, emb / "*.parquet")
+            rel = _relation(con, dataset(emb))
             n, dim = _row(con, f"select count(*), max(len(vector)) from {rel}")
             out["chunk_embeddings"] = {"count": int(n), "dimension": int(dim) if dim is not None else None}
         finally:

@@ -38,12 +38,12 @@ from pathlib import Path
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
-
 from corpus_pipeline.errors import ConfigError, StoreError
 from corpus_pipeline.retrieval.search import Searcher, SearchResult
 from corpus_pipeline.retrieval.settings import SearchSettings
+from corpus_pipeline.store.files import put_text
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.parquet import read_columns
 
 if TYPE_CHECKING:
     from corpus_pipeline.kbconfig import KnowledgeBase
@@ -180,10 +180,11 @@ def load_questions(path: Path) -> list[Question]:
 
 def load_canonical_texts(layout: Layout, kb: str) -> dict[str, str]:
     """Each parsed document's canonical text by its path in the KB."""
-    f = layout.partition_dir("parsed_blocks", kb) / "texts.parquet"
-    if not f.exists():
+    f = layout.partition_dir("parsed_blocks", kb)
+    table = read_columns(f, ["path", "text"], name="texts")
+    if table is None:
         raise StoreError(f"no parsed texts for kb={kb!r} at {f}; run `corpus index --kb {kb}` first.")
-    return {r["path"]: r["text"] or "" for r in pq.read_table(f, columns=["path", "text"]).to_pylist()}
+    return {r["path"]: r["text"] or "" for r in table.to_pylist()}
 
 
 def anchor_references(questions: Sequence[Question], texts: Mapping[str, str]) -> tuple[list[Question], list[str]]:
@@ -381,8 +382,5 @@ def evaluate_partition(layout: Layout, kb: KnowledgeBase, version: str) -> EvalR
         return None
     report = evaluate_version(layout, kb, version, questions)
     folder = layout.partition_dir("retrieval_eval", kb.name, version)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / "report.json.tmp"
-    tmp.write_text(json.dumps(report.to_dict(), ensure_ascii=False, indent=2), encoding="utf-8")
-    tmp.replace(folder / "report.json")
+    put_text(folder / "report.json", json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     return report

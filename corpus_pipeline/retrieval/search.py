@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import pyarrow.parquet as pq
+from upath import UPath
 
 from corpus_pipeline.embedding import Embedder, EmbeddingConfig, embedding_config, open_embedder
 from corpus_pipeline.embedding.tokens import token_counter_for
@@ -52,6 +52,7 @@ from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.retrieval.subquestions import SubQuestions, split_question
 from corpus_pipeline.store.lance import KEYWORD_COLUMN, has_vector_index, open_search_table, vector_mean
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.parquet import read_columns
 
 if TYPE_CHECKING:
     from corpus_pipeline.kbconfig import KnowledgeBase
@@ -70,24 +71,27 @@ _CHILD_COLUMNS = [
 _PARENT_COLUMNS = ["parent_id", "text", "doc_path", "section_path", "start_offset", "end_offset", "overlap_chars"]
 
 
-def parents_path(layout: Layout, kb: str, version: str) -> Path:
+def parents_path(layout: Layout, kb: str, version: str) -> UPath:
     """The parent blocks partition of (kb, version)."""
-    return layout.partition_dir("parent_blocks", kb, version) / "data.parquet"
+    return layout.partition_dir("parent_blocks", kb, version)
 
 
-def children_path(layout: Layout, kb: str, version: str) -> Path:
+def children_path(layout: Layout, kb: str, version: str) -> UPath:
     """The child chunks partition of (kb, version)."""
-    return layout.partition_dir("child_chunks", kb, version) / "data.parquet"
+    return layout.partition_dir("child_chunks", kb, version)
 
 
-def load_parents(path: Path | None) -> dict[str, Parent]:
-    """Every parent block of one partition by id ({} when the file does not exist)."""
-    if path is None or not path.exists():
+def load_parents(path: UPath | Path | None) -> dict[str, Parent]:
+    """Every parent block of one partition (folder, or a Parquet file) by id ({} when it
+    does not exist)."""
+    if path is None:
         return {}
     try:
-        table = pq.read_table(path, columns=_PARENT_COLUMNS)
+        table = read_columns(path, _PARENT_COLUMNS)
     except Exception as exc:  # a partial or foreign file: say which
         raise StoreError(f"cannot read parent blocks {path}: {exc}") from exc
+    if table is None:
+        return {}
     out = {}
     for r in table.to_pylist():
         out[r["parent_id"]] = Parent(
@@ -102,10 +106,10 @@ def load_parents(path: Path | None) -> dict[str, Parent]:
     return out
 
 
-def load_images(path: Path | None) -> dict[str, list[ImageText]]:
+def load_images(path: UPath | Path | None) -> dict[str, list[ImageText]]:
     """The text of every image of one partition (its IMAGE / TABLE_IMAGE chunks, joined when
     a long image text was cut into several), by document path."""
-    if path is None or not path.exists():
+    if path is None:
         return {}
     columns = [
         "doc_path",
@@ -118,9 +122,11 @@ def load_images(path: Path | None) -> dict[str, list[ImageText]]:
         "metadata",
     ]
     try:
-        table = pq.read_table(path, columns=columns, filters=[("chunk_type", "in", sorted(IMAGE_CHUNK_TYPES))])
+        table = read_columns(path, columns, [("chunk_type", "in", sorted(IMAGE_CHUNK_TYPES))])
     except Exception as exc:
         raise StoreError(f"cannot read child chunks {path}: {exc}") from exc
+    if table is None:
+        return {}
     joined: dict[tuple[str, str], list[Any]] = {}
     for r in sorted(table.to_pylist(), key=lambda r: (r["doc_path"], r["chunk_index"])):
         try:
@@ -259,8 +265,8 @@ class Searcher:
         *,
         embedding: EmbeddingConfig | str | None = None,
         settings: SearchSettings | None = None,
-        parents_file: Path | None = None,
-        children_file: Path | None = None,
+        parents_file: UPath | Path | None = None,
+        children_file: UPath | Path | None = None,
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
         llm: LLMClient | None = None,
@@ -352,13 +358,14 @@ class Searcher:
         their extension gives: what ``SearchFilters.where`` needs for ``format`` (read once;
         {} when the KB's documents partition is missing)."""
         if self._format_exceptions is None:
-            path = self.layout.partition_dir("documents", self.kb) / "data.parquet"
+            path = self.layout.partition_dir("documents", self.kb)
             odd: dict[str, str] = {}
-            if path.exists():
-                try:
-                    rows = pq.read_table(path, columns=["path", "format"]).to_pylist()
-                except Exception as exc:
-                    raise StoreError(f"cannot read documents {path}: {exc}") from exc
+            try:
+                table = read_columns(path, ["path", "format"])
+            except Exception as exc:
+                raise StoreError(f"cannot read documents {path}: {exc}") from exc
+            if table is not None:
+                rows = table.to_pylist()
                 odd = {r["path"]: r["format"] for r in rows if r["format"] and r["format"] != format_of_path(r["path"])}
             self._format_exceptions = odd
         return self._format_exceptions

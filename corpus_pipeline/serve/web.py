@@ -35,18 +35,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
+from upath import UPath
 
 from corpus_pipeline.errors import ConfigError, CorpusError, StoreError
 from corpus_pipeline.models import IMAGE_CHUNK_TYPES
 from corpus_pipeline.secrets import mask
+from corpus_pipeline.store.files import local_path
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.parquet import has_partition, read_columns
 from corpus_pipeline.store.versions import active_version, known_versions, version_embedding, version_info
 
 STATIC = Path(__file__).with_name("static")
@@ -76,14 +78,20 @@ class WebError(Exception):
 # ---------------------------------------------------------------------------------------------- reading
 
 
-def _read(path: Path, doc_id: str | None = None, columns: list[str] | None = None) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
+def _read(
+    folder: UPath, doc_id: str | None = None, columns: list[str] | None = None, name: str = "data"
+) -> list[dict[str, Any]]:
+    """Rows of table ``name`` of a partition (of one document); [] when it is not built."""
     try:
-        table = pq.read_table(path, columns=columns, filters=[("doc_id", "=", doc_id)] if doc_id else None)
+        table = read_columns(folder, columns, [("doc_id", "=", doc_id)] if doc_id else None, name=name)
     except Exception as exc:  # a partial or foreign file: say which
-        raise StoreError(f"cannot read {path}: {exc}") from exc
-    return table.to_pylist()
+        raise StoreError(f"cannot read {folder} ({name}): {exc}") from exc
+    return table.to_pylist() if table is not None else []
+
+
+def _filtered(folder: UPath, columns: list[str] | None, filters: list[Any]) -> list[dict[str, Any]]:
+    table = read_columns(folder, columns, filters)
+    return table.to_pylist() if table is not None else []
 
 
 def _meta(value: Any) -> dict[str, Any]:
@@ -106,7 +114,7 @@ def check_version(layout: Layout, kb: str, version: str | None) -> str:
         raise WebError(409, "not_indexed", f"{kb!r} has no active version yet: run `corpus index --kb {kb}`")
     if v not in known:  # never a path built from an unchecked name
         raise WebError(404, "version_not_found", f"{v!r} is not a version of {kb!r}; known: {', '.join(known)}")
-    if not (layout.partition_dir("child_chunks", kb, v) / "data.parquet").exists():
+    if not has_partition(layout.partition_dir("child_chunks", kb, v)):
         raise WebError(409, "not_built", f"version {v!r} of {kb!r} has no child chunks (not built, or retired)")
     return v
 
@@ -136,18 +144,15 @@ def built_versions(layout: Layout, kb: str) -> list[str]:
     """The versions with child chunks, newest first."""
     from corpus_pipeline.store.versions import versions_by_age
 
-    return [
-        v
-        for v in versions_by_age(layout, kb)
-        if (layout.partition_dir("child_chunks", kb, v) / "data.parquet").exists()
-    ]
+    return [v for v in versions_by_age(layout, kb) if has_partition(layout.partition_dir("child_chunks", kb, v))]
 
 
 def documents(layout: Layout, kb: str, version: str) -> list[dict[str, Any]]:
     """The documents of a KB (as last parsed) with their parent and child counts in ``version``."""
     texts = _read(
-        layout.partition_dir("parsed_blocks", kb) / "texts.parquet",
+        layout.partition_dir("parsed_blocks", kb),
         columns=["doc_id", "path", "format", "status", "error", "block_count", "image_count"],
+        name="texts",
     )
     parents = Counter(r["doc_id"] for r in _read(_parents_file(layout, kb, version), columns=["doc_id"]))
     children = Counter(r["doc_id"] for r in _read(_children_file(layout, kb, version), columns=["doc_id"]))
@@ -157,31 +162,46 @@ def documents(layout: Layout, kb: str, version: str) -> list[dict[str, Any]]:
     ]
 
 
-def _parents_file(layout: Layout, kb: str, version: str) -> Path:
-    return layout.partition_dir("parent_blocks", kb, version) / "data.parquet"
+def _parents_file(layout: Layout, kb: str, version: str) -> UPath:
+    return layout.partition_dir("parent_blocks", kb, version)
 
 
-def _children_file(layout: Layout, kb: str, version: str) -> Path:
-    return layout.partition_dir("child_chunks", kb, version) / "data.parquet"
+def _children_file(layout: Layout, kb: str, version: str) -> UPath:
+    return layout.partition_dir("child_chunks", kb, version)
+
+
+def _local_images(layout: Layout) -> Path:
+    root = local_path(layout.images)
+    assert root is not None  # (only called for a local warehouse)
+    return root.resolve()
 
 
 def image_url(layout: Layout, stored: str) -> str | None:
     """The page's URL of an image stored under the warehouse's images folder (None otherwise)."""
     if not stored:
         return None
-    try:
-        rel = Path(stored).resolve().relative_to(layout.images.resolve()).as_posix()
-    except (ValueError, OSError):
-        return None
+    if layout.remote:
+        root = str(layout.images).rstrip("/") + "/"
+        rel = stored[len(root) :] if stored.startswith(root) else ""
+    else:
+        try:
+            rel = Path(stored).resolve().relative_to(_local_images(layout)).as_posix()
+        except (ValueError, OSError):
+            return None
     return f"/ui/images/{rel}" if _IMAGE_FILE.match(rel) else None
 
 
-def image_file(layout: Layout, rel: str) -> Path:
+def image_file(layout: Layout, rel: str) -> UPath | Path:
     """The file of ``/ui/images/<rel>``: only ``<sha[:2]>/<sha>.<ext>`` inside the images folder."""
     m = _IMAGE_FILE.match(rel)
-    root = layout.images.resolve()
     if m is None:
         raise WebError(404, "image_not_found", "not an image of the warehouse (expected <xx>/<sha256>.<ext>)")
+    if layout.remote:  # (the pattern admits no "..": the object is under the images prefix)
+        remote = layout.images / rel
+        if not remote.is_file():
+            raise WebError(404, "image_not_found", f"no image {rel!r} in the warehouse")
+        return remote
+    root = _local_images(layout)
     path = (root / rel).resolve()
     if not path.is_relative_to(root) or not path.is_file():
         raise WebError(404, "image_not_found", f"no image {rel!r} in the warehouse")
@@ -205,7 +225,7 @@ def document_view(layout: Layout, kb: str, version: str, doc_id: str) -> dict[st
     """One document as ``version`` cut it: text, parents with their children, images, limits."""
     if not _DOC_ID.match(doc_id):
         raise WebError(404, "document_not_found", f"no document {doc_id!r}")
-    texts = _read(layout.partition_dir("parsed_blocks", kb) / "texts.parquet", doc_id)
+    texts = _read(layout.partition_dir("parsed_blocks", kb), doc_id, name="texts")
     parents = sorted(
         _read(_parents_file(layout, kb, version), doc_id), key=lambda p: (p["start_offset"], p["parent_index"])
     )
@@ -218,10 +238,8 @@ def document_view(layout: Layout, kb: str, version: str, doc_id: str) -> dict[st
     limits = model_limits(layout, kb, version)
     limit = limits["max_tokens"]
 
-    stored = {r["image_id"]: r for r in _read(layout.partition_dir("parsed_blocks", kb) / "images.parquet", doc_id)}
-    described = {
-        r["image_id"]: r for r in _read(layout.partition_dir("image_descriptions", kb) / "data.parquet", doc_id)
-    }
+    stored = {r["image_id"]: r for r in _read(layout.partition_dir("parsed_blocks", kb), doc_id, name="images")}
+    described = {r["image_id"]: r for r in _read(layout.partition_dir("image_descriptions", kb), doc_id)}
     images: dict[str, dict[str, Any]] = {}
     for image_id in list(stored) + [i for i in described if i not in stored]:
         s, d = stored.get(image_id, {}), described.get(image_id, {})
@@ -658,9 +676,7 @@ def fragment_search(
     ids = [r["parent_id"] for r in data["results"]]
     parents = {
         p["parent_id"]: p
-        for p in (
-            pq.read_table(_parents_file(layout, kb, v), filters=[("parent_id", "in", ids)]).to_pylist() if ids else []
-        )
+        for p in (_filtered(_parents_file(layout, kb, v), None, [("parent_id", "in", ids)]) if ids else [])
     }
     doc_ids = {p["parent_id"]: p["doc_id"] for p in parents.values()}
     return render(
@@ -682,12 +698,10 @@ def _hit_images(layout: Layout, kb: str, version: str, data: dict[str, Any]) -> 
     ]
     if not ids:
         return {}
-    rows = pq.read_table(
-        _children_file(layout, kb, version), columns=["chunk_id", "image_id"], filters=[("chunk_id", "in", ids)]
-    ).to_pylist()
+    rows = _filtered(_children_file(layout, kb, version), ["chunk_id", "image_id"], [("chunk_id", "in", ids)])
     stored = {
         r["image_id"]: r["path"]
-        for r in _read(layout.partition_dir("parsed_blocks", kb) / "images.parquet", columns=["image_id", "path"])
+        for r in _read(layout.partition_dir("parsed_blocks", kb), columns=["image_id", "path"], name="images")
     }
     out = {}
     for r in rows:

@@ -11,14 +11,13 @@ running now may have just stored it and not yet written its table).
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePosixPath
 
-import pyarrow.parquet as pq
-
+from corpus_pipeline.store.files import remove_tree
 from corpus_pipeline.store.layout import KB_DIM, Layout
+from corpus_pipeline.store.parquet import read_columns
 
 #: Images younger than this are never collected (a parse in progress may own them).
 IMAGE_GRACE_SECONDS = 3600.0
@@ -41,13 +40,13 @@ def drop_kb(layout: Layout, kb: str) -> DropReport:
     report = DropReport(kb)
     report.versions = known_versions(layout, kb)
     if layout.warehouse.is_dir():
-        for asset_dir in sorted(p for p in layout.warehouse.iterdir() if p.is_dir()):
+        for asset_dir in sorted((p for p in layout.warehouse.iterdir() if p.is_dir()), key=lambda p: p.name):
             part = asset_dir / f"{KB_DIM}={kb}"
             if part.is_dir():
-                shutil.rmtree(part)
-                report.partitions.append(str(part.relative_to(layout.warehouse)))
-            for left in asset_dir.glob(f".*-{KB_DIM}={kb}-*"):  # leftovers of killed writes
-                shutil.rmtree(left, ignore_errors=True)
+                remove_tree(part)
+                report.partitions.append(f"{asset_dir.name}/{part.name}")
+            for left in asset_dir.glob(f".*-{KB_DIM}={kb}-*"):  # leftovers of an earlier release's killed writes
+                remove_tree(left)
     if layout.lancedb.is_dir():
         db = connect(layout)
         prefix = f"chunks__{kb}__"
@@ -55,8 +54,8 @@ def drop_kb(layout: Layout, kb: str) -> DropReport:
             if name.startswith(prefix):
                 db.drop_table(name)
                 report.tables.append(name)
-    shutil.rmtree(layout.version_dir(kb), ignore_errors=True)
-    shutil.rmtree(layout.state_dir(kb), ignore_errors=True)
+    remove_tree(layout.version_dir(kb))
+    remove_tree(layout.state_dir(kb))
     report.images_removed = collect_images(layout)
     return report
 
@@ -65,9 +64,10 @@ def images_in_use(layout: Layout) -> set[str]:
     """The stored image files that some KB's ``parsed_blocks`` still reference."""
     used: set[str] = set()
     base = layout.asset_dir("parsed_blocks")
-    for f in base.glob(f"{KB_DIM}=*/images.parquet") if base.is_dir() else ():
-        table = pq.read_table(f, columns=["path"])
-        used.update(Path(p).name for p in table.column("path").to_pylist() if p)
+    for part in base.glob(f"{KB_DIM}=*") if base.is_dir() else ():
+        table = read_columns(part, ["path"], name="images")
+        if table is not None:
+            used.update(PurePosixPath(p).name for p in table.column("path").to_pylist() if p)
     return used
 
 

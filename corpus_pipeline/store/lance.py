@@ -53,12 +53,27 @@ KEYWORD_COLUMN = "keyword_text"
 VECTOR_MEAN_KEY = b"corpus.vector_mean"
 
 
+def storage_options(layout: Layout) -> dict[str, str]:
+    """LanceDB's object-store options for the warehouse: credentials, region and endpoint
+    come from the usual environment (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``); an ``http://``
+    endpoint (MinIO, a local S3 server) needs ``allow_http``."""
+    if not layout.remote:
+        return {}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
+    opts = {"aws_endpoint": endpoint} if endpoint else {}
+    if endpoint.startswith("http://"):
+        opts["allow_http"] = "true"
+    return opts
+
+
 def connect(layout: Layout) -> Any:
-    """The LanceDB database of a CORPUS_HOME (created if missing)."""
+    """The LanceDB database of a CORPUS_HOME's warehouse, local or on an object store
+    (created if missing)."""
     import lancedb
 
-    layout.lancedb.mkdir(parents=True, exist_ok=True)
-    return lancedb.connect(str(layout.lancedb))
+    if not layout.remote:
+        layout.lancedb.mkdir(parents=True, exist_ok=True)
+    return lancedb.connect(str(layout.lancedb), storage_options=storage_options(layout) or None)
 
 
 #: Rows per Lance fragment (data file) of a search table. A document edit rewrites only the
@@ -158,7 +173,7 @@ def write_search_table(
         tbl = db.open_table(name)
         result = _merge_changes(tbl, table)
     if result is None:
-        _write_whole(layout.search_table_dir(kb, version), table)
+        _write_whole(layout.search_table_dir(kb, version), table, storage_options(layout))
         tbl = db.open_table(name)
         result = TableWrite(len(table), "replace" if exists else "create", len(table), 0, _docs(table))
     if len(table):
@@ -174,11 +189,13 @@ def _docs(table: pa.Table) -> int:
     return len(set(table.column("doc_id").to_pylist())) if len(table) else 0
 
 
-def _write_whole(uri: Any, table: pa.Table) -> None:
+def _write_whole(uri: Any, table: pa.Table, options: dict[str, str] | None = None) -> None:
     """``table`` as the whole dataset at ``uri`` (one commit; fragments of ``FRAGMENT_ROWS``)."""
     import lance
 
-    lance.write_dataset(table, str(uri), mode="overwrite", max_rows_per_file=FRAGMENT_ROWS)
+    lance.write_dataset(
+        table, str(uri), mode="overwrite", max_rows_per_file=FRAGMENT_ROWS, storage_options=options or None
+    )
 
 
 def _create_fts_index(tbl: Any) -> None:

@@ -32,7 +32,7 @@ class KBBusyError(CorpusError):
 
 
 def lock_file(layout: Layout, kb: str) -> Path:
-    return layout.warehouse / "locks" / f"{kb}.lock"
+    return layout.locks / f"{kb}.lock"
 
 
 def _owner_file(layout: Layout, kb: str) -> Path:

@@ -1,111 +1,261 @@
-"""Parquet partitions written atomically: a crash leaves the previous good output readable.
+"""Parquet partitions: files per document batch, switched by one small pointer.
 
-A partition is a folder (``<asset>/kb=<kb>[/strategy_version=<v>]``) holding one
-``data.parquet``, or several named tables for assets with more than one (``blocks``,
-``texts``, ``images``). The new files are written into a temporary sibling folder, which
-then replaces the old one with two renames.
+A partition is a folder (``<asset>/kb=<kb>[/strategy_version=<v>]``, local or on an object
+store) holding immutable Parquet files and ``_manifest.json``, the pointer that lists them::
+
+    child_chunks/kb=docs/strategy_version=v2/
+      _manifest.json                 {"files": {"data": ["data-3f2a….parquet", ...]}, run id, rows, ...}
+      data-3f2a9c0e1b7d4a61.parquet  the rows of one batch of documents
+      data-91d0….parquet
+
+A table is cut into batches of whole documents at content-defined boundaries: a batch
+ends after a document whose id hashes to 0 modulo ``DOCS_PER_FILE``. So a boundary depends
+only on the document before it, and adding, editing or deleting one document changes one
+batch (two at most, when the edited document was a boundary), never the KB's. Each file is
+named by the hash of its bytes: a batch that did not change is not written again.
+
+A write puts the new files beside the old ones, then replaces the manifest (one small file:
+an atomic rename locally, a single PUT on an object store), then deletes the files the new
+manifest does not list. A crash before the manifest leaves the previous version readable
+(its files are all still there); one after it leaves only unlisted files, which the next
+write removes. Readers read the manifest first and only the files it lists; DuckDB or Spark
+can still read ``<asset>/*/*/*.parquet`` with ``hive_partitioning`` once no write is in
+flight.
+
+Partitions written by earlier releases (``data.parquet``, no ``files`` in the manifest) are
+read as before, and replaced by the first write.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
 import os
 import shutil
-import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from upath import UPath
 
 from corpus_pipeline.errors import StoreError
+from corpus_pipeline.store.files import local_path, put_bytes
 
 DEFAULT_NAME = "data"
-
-
 MANIFEST = "_manifest.json"
+#: The expected number of documents per file (a boundary after ~1 in this many documents).
+DOCS_PER_FILE = 64
+#: A batch is cut after this many rows even without a boundary (one huge document stays one file).
+MAX_FILE_ROWS = 200_000
+#: The column a table is batched by; tables without it are written as one file.
+BATCH_COLUMN = "doc_id"
+
+
+def _is_boundary(doc_id: str, every: int) -> bool:
+    return int.from_bytes(hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest(), "big") % every == 0
+
+
+def batches(table: pa.Table, every: int = DOCS_PER_FILE, max_rows: int = MAX_FILE_ROWS) -> list[pa.Table]:
+    """``table`` cut into batches of whole documents (in table order) at content-defined
+    boundaries; one batch for a table without ``doc_id`` or with no rows."""
+    if BATCH_COLUMN not in table.column_names or table.num_rows == 0:
+        return [table]
+    ids = table.column(BATCH_COLUMN).to_pylist()
+    out: list[pa.Table] = []
+    start = 0
+    for i, doc in enumerate(ids):
+        last_of_doc = i + 1 == len(ids) or ids[i + 1] != doc
+        if last_of_doc and (_is_boundary(str(doc), every) or i + 1 - start >= max_rows):
+            out.append(table.slice(start, i + 1 - start))
+            start = i + 1
+    if start < len(ids):
+        out.append(table.slice(start))
+    return out
+
+
+def _encode(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
 
 
 def write_partition(
-    folder: Path, tables: pa.Table | Mapping[str, pa.Table], manifest: Mapping[str, object] | None = None
-) -> list[Path]:
-    """Replace ``folder`` with the given table(s); returns the written file paths.
+    folder: UPath | Path,
+    tables: pa.Table | Mapping[str, pa.Table],
+    manifest: Mapping[str, object] | None = None,
+    *,
+    docs_per_file: int = DOCS_PER_FILE,
+) -> list[UPath]:
+    """Make ``tables`` the partition's content; returns the partition's Parquet files.
 
-    ``manifest`` (for example the Dagster run id that wrote it) is stored beside the
-    tables as ``_manifest.json`` with the row counts and the time, for lineage.
+    ``manifest`` (for example the Dagster run id that wrote it) is stored in
+    ``_manifest.json`` with the file lists, the row counts, the time and ``written``: how
+    many files (and bytes) this write actually wrote, the rest being unchanged batches.
     """
+    folder = UPath(folder)
     if isinstance(tables, pa.Table):
         tables = {DEFAULT_NAME: tables}
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    _recover(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    present = {p.name for p in _list(folder)}
+    files: dict[str, list[str]] = {}
+    written_files = written_bytes = 0
+    for name, table in tables.items():
+        names = files.setdefault(name, [])
+        for batch in batches(table, docs_per_file):
+            data = _encode(batch)
+            fname = f"{name}-{hashlib.blake2b(data, digest_size=8).hexdigest()}.parquet"
+            if fname not in names:
+                names.append(fname)
+            if fname not in present:
+                put_bytes(folder / fname, data)
+                present.add(fname)
+                written_files += 1
+                written_bytes += len(data)
+    info = {
+        **dict(manifest or {}),
+        "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "rows": {name: t.num_rows for name, t in tables.items()},
+        "files": files,
+        "written": {"files": written_files, "bytes": written_bytes},
+    }
+    put_bytes(folder / MANIFEST, json.dumps(info, indent=2, sort_keys=True, default=str).encode("utf-8"))
+    listed = {f for names in files.values() for f in names}
+    for p in _list(folder):
+        if p.name not in listed:
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
     _remove_leftovers(folder)
-    tmp = folder.parent / f".tmp-{folder.name}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        for name, table in tables.items():
-            pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
-        info = {
-            **dict(manifest or {}),
-            "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "rows": {name: t.num_rows for name, t in tables.items()},
-        }
-        (tmp / MANIFEST).write_text(json.dumps(info, indent=2, sort_keys=True, default=str), encoding="utf-8")
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        old = None
-        if folder.exists():
-            old = folder.parent / f".old-{folder.name}-{uuid.uuid4().hex[:8]}"
-            os.rename(folder, old)
-        os.rename(tmp, folder)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return sorted(folder.glob("*.parquet"))
+    return [folder / f for names in files.values() for f in names]
 
 
-def _remove_leftovers(folder: Path) -> None:
-    """What a write killed half way left beside the partition: ``.tmp-*`` folders (never
-    read) and, once the partition itself is in place, ``.old-*`` ones. Only this KB's writer
-    writes here (``store.locks``), so none of them is in use."""
+def _list(folder: UPath) -> list[UPath]:
+    """The Parquet files (and temporary files) in a partition folder."""
     if not folder.is_dir():
-        _recover(folder)
-    for pattern in (f".tmp-{folder.name}-*", f".old-{folder.name}-*" if folder.is_dir() else None):
-        for left in folder.parent.glob(pattern) if pattern else ():
+        return []
+    return [p for p in folder.iterdir() if p.name.endswith(".parquet") or p.name.startswith(".tmp-")]
+
+
+def _remove_leftovers(folder: UPath) -> None:
+    """What a write of an earlier release killed half way left beside a local partition:
+    ``.tmp-*`` and ``.old-*`` folders (only this KB's writer writes here, ``store.locks``)."""
+    local = local_path(folder)
+    if local is None or not local.parent.is_dir():
+        return
+    for pattern in (f".tmp-{local.name}-*", f".old-{local.name}-*"):
+        for left in local.parent.glob(pattern):
             shutil.rmtree(left, ignore_errors=True)
 
 
-def read_partition(folder: Path, name: str | None = None) -> pa.Table | dict[str, pa.Table]:
+def _recover(folder: UPath | Path) -> None:
+    """A crash of an earlier release between its two folder renames left only ``.old-*``:
+    put the previous good output back."""
+    local = local_path(folder)
+    if local is None or local.is_dir() or not local.parent.is_dir():
+        return
+    olds = sorted(local.parent.glob(f".old-{local.name}-*"), key=lambda p: p.stat().st_mtime)
+    if olds:
+        os.rename(olds[-1], local)
+
+
+def partition_files(folder: UPath | Path) -> dict[str, list[UPath]]:
+    """The current Parquet files of a partition, by table name, as its manifest lists them
+    ({} when the partition has not been written)."""
+    folder = UPath(folder)
+    _recover(folder)
+    m = read_manifest(folder)
+    listed = m.get("files")
+    if isinstance(listed, dict):
+        return {str(name): [folder / str(f) for f in names] for name, names in listed.items()}
+    # an earlier release's partition: one <name>.parquet per table
+    return {p.name.removesuffix(".parquet"): [p] for p in sorted(_list(folder), key=lambda p: p.name)}
+
+
+def has_partition(folder: UPath | Path, name: str | None = None) -> bool:
+    """Whether the partition has been written (and holds table ``name``, if given)."""
+    files = partition_files(folder)
+    return bool(files) and (name is None or name in files)
+
+
+def _filesystem(folder: UPath) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow filesystem for ``folder`` and the folder's path in it."""
+    local = local_path(folder)
+    if local is not None:
+        return pafs.LocalFileSystem(), str(local)
+    handler = pafs.FSSpecHandler(folder.fs)  # type: ignore[abstract]  # (the stubs miss its methods)
+    return pafs.PyFileSystem(handler), folder.path
+
+
+def dataset(folder: UPath | Path, name: str = DEFAULT_NAME) -> pads.Dataset:
+    """Table ``name`` of a partition as a pyarrow dataset (lazy: filters and projections
+    read only what they need; DuckDB queries it with ``con.register``)."""
+    folder = UPath(folder)
+    files = partition_files(folder)
+    if name not in files:
+        if not files:
+            raise StoreError(f"partition {folder} has not been materialized yet")
+        raise StoreError(f"partition {folder} has no table {name!r} (it has {', '.join(sorted(files))})")
+    fs, base = _filesystem(folder)
+    paths = [f"{base}/{p.name}" for p in files[name]]
+    return pads.dataset(paths, filesystem=fs, format="parquet")
+
+
+def read_partition(folder: UPath | Path, name: str | None = None) -> pa.Table | dict[str, pa.Table]:
     """The table of a partition (``name`` to pick one of several); all of them as a dict
     when the partition holds several and no name is given."""
-    if not folder.is_dir():
-        _recover(folder)
-    if not folder.is_dir():
+    folder = UPath(folder)
+    files = partition_files(folder)
+    if not files:
         raise StoreError(f"partition {folder} has not been materialized yet")
-    files = sorted(folder.glob("*.parquet"))
     if name is not None:
-        f = folder / f"{name}.parquet"
-        if not f.exists():
-            raise StoreError(f"partition {folder} has no table {name!r}")
-        return pq.read_table(f)
-    if len(files) == 1 and files[0].stem == DEFAULT_NAME:
-        return pq.read_table(files[0])
-    return {f.stem: pq.read_table(f) for f in files}
+        return read_table(folder, name)
+    if list(files) == [DEFAULT_NAME]:
+        return read_table(folder, DEFAULT_NAME)
+    return {n: read_table(folder, n) for n in files}
 
 
-def _recover(folder: Path) -> None:
-    """A crash between the two renames of ``write_partition`` leaves only ``.old-*``:
-    put the previous good output back."""
-    if not folder.parent.is_dir():
-        return
-    olds = sorted(folder.parent.glob(f".old-{folder.name}-*"), key=lambda p: p.stat().st_mtime)
-    if olds:
-        os.rename(olds[-1], folder)
+def read_table(folder: UPath | Path, name: str = DEFAULT_NAME, **kwargs: Any) -> pa.Table:
+    """One table of a partition; ``kwargs`` (``columns=``, ``filter=``) go to the dataset scan."""
+    ds = dataset(folder, name)
+    table = ds.to_table(**kwargs)
+    if not kwargs and table.num_rows == 0:
+        return ds.schema.empty_table()
+    return table
 
 
-def read_manifest(folder: Path) -> dict[str, object]:
-    """What wrote a partition (run id, asset, partition, time, rows); {} if unknown."""
-    f = folder / MANIFEST
-    return json.loads(f.read_text(encoding="utf-8")) if f.exists() else {}
+def read_manifest(folder: UPath | Path) -> dict[str, Any]:
+    """What wrote a partition (run id, asset, partition, time, rows, files); {} if unknown."""
+    f = UPath(folder) / MANIFEST
+    try:
+        value = json.loads(f.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def read_columns(
+    location: UPath | Path, columns: list[str] | None = None, filters: list[Any] | None = None, name: str = DEFAULT_NAME
+) -> pa.Table | None:
+    """``columns`` of the rows that match ``filters`` (pyarrow's list form, e.g.
+    ``[("doc_id", "=", d)]``) of a partition folder's table ``name``, or of one Parquet file;
+    None when there is no such partition or file."""
+    location = UPath(location)
+    expr = pq.filters_to_expression(filters) if filters else None
+    if location.name.endswith(".parquet"):
+        if not location.exists():
+            return None
+        local = local_path(location)
+        if local is not None:
+            return pq.read_table(local, columns=columns, filters=expr)
+        with location.open("rb") as f:
+            return pq.read_table(f, columns=columns, filters=expr)
+    if not has_partition(location, name):
+        return None
+    return dataset(location, name).to_table(columns=columns, filter=expr)

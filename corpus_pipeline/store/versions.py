@@ -15,26 +15,20 @@ builds exactly what the version's name promises.
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
+
+from upath import UPath
 
 from corpus_pipeline.embedding.settings import EmbeddingConfig
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import KBConfig, KnowledgeBase, kb_from_config
+from corpus_pipeline.store.files import put_text, remove_tree
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.versioning import strategy_version, version_inputs
 
 #: The partitions of one version, Parquet and beyond (the LanceDB table is separate).
 VERSIONED_ASSETS = ("parent_blocks", "child_chunks", "chunk_embeddings", "retrieval_eval")
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
 
 
 def register_version(layout: Layout, kb: KnowledgeBase, *, current: bool = True) -> str:
@@ -50,9 +44,9 @@ def register_version(layout: Layout, kb: KnowledgeBase, *, current: bool = True)
             "config": kb.config.model_dump(mode="json"),
             "inputs": version_inputs(kb),
         }
-        _write_text(f, json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True))
+        put_text(f, json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True))
     if current and current_version(layout, kb.name) != version:
-        _write_text(layout.current_file(kb.name), version + "\n")
+        put_text(layout.current_file(kb.name), version + "\n")
     return version
 
 
@@ -83,7 +77,7 @@ def known_versions(layout: Layout, kb: str) -> list[str]:
     return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
 
 
-def _read_pointer(path: Path) -> str | None:
+def _read_pointer(path: UPath) -> str | None:
     try:
         return path.read_text(encoding="utf-8").strip() or None
     except OSError:
@@ -105,7 +99,7 @@ def set_active(layout: Layout, kb: str, version: str) -> None:
         raise ConfigError(
             f"{version!r} is not a registered version of {kb!r}: {', '.join(known_versions(layout, kb)) or 'none'}"
         )
-    _write_text(layout.active_file(kb), version + "\n")
+    put_text(layout.active_file(kb), version + "\n")
 
 
 def version_info(layout: Layout, kb: str, version: str) -> dict[str, Any]:
@@ -163,7 +157,7 @@ def retire_version(layout: Layout, kb: str, version: str) -> None:
     if version == active_version(layout, kb):
         raise ConfigError(f"{version!r} is the active version of {kb!r}; activate another one before retiring it")
     for asset in VERSIONED_ASSETS:
-        shutil.rmtree(layout.partition_dir(asset, kb, version), ignore_errors=True)
+        remove_tree(layout.partition_dir(asset, kb, version))
     drop_search_table(layout, kb, version)
     layout.index_state_file(kb, version).unlink(missing_ok=True)
     layout.version_file(kb, version).unlink(missing_ok=True)

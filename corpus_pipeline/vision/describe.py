@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from upath import UPath
+
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.models import ExtractedImage, ImageDescription, ImageStatus
 from corpus_pipeline.secrets import mask_error
@@ -151,7 +153,7 @@ class _Describer:
         if not image.path:
             return skipped("NOT_STORED: the image bytes were not stored at parsing (no images_dir)")
         try:
-            data = Path(image.path).read_bytes()
+            data = UPath(image.path).read_bytes()
         except OSError as exc:
             return skipped(f"NOT_READABLE: {image.path}: {exc.strerror or exc}")
 

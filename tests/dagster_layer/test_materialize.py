@@ -36,8 +36,9 @@ def test_a_tiny_kb_is_indexed_end_to_end_and_a_rerun_duplicates_nothing(tiny_kb,
         assert active_version(layout, "tiny") == version
 
         # Hive-style partitions DuckDB can read directly.
-        part = layout.warehouse / "child_chunks" / "kb=tiny" / f"strategy_version={version}" / "data.parquet"
-        assert part.exists()
+        folder = layout.warehouse / "child_chunks" / "kb=tiny" / f"strategy_version={version}"
+        part = f"{folder}/data-*.parquet"  # one file per batch of documents
+        assert list(folder.glob("data-*.parquet"))
         rows = duckdb.sql(
             f"select kb, strategy_version, count(*) n, count(distinct chunk_id) ids "
             f"from read_parquet('{layout.warehouse}/child_chunks/*/*/*.parquet', hive_partitioning=true) group by all"
@@ -48,7 +49,7 @@ def test_a_tiny_kb_is_indexed_end_to_end_and_a_rerun_duplicates_nothing(tiny_kb,
         texts = {
             r["doc_id"]: r["text"]
             for r in duckdb.sql(
-                f"select doc_id, text from read_parquet('{layout.warehouse}/parsed_blocks/kb=tiny/texts.parquet')"
+                f"select doc_id, text from read_parquet('{layout.warehouse}/parsed_blocks/kb=tiny/texts-*.parquet')"
             )
             .to_arrow_table()
             .to_pylist()

@@ -5,7 +5,6 @@ active and a re-run after the fix gives the rows a clean run gives."""
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 from dagster import instance_for_test
 from support.openai_server import OpenAIServer, Reply, embeddings_handler
@@ -16,6 +15,7 @@ from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.retrieval import search_kb
 from corpus_pipeline.store.lance import open_search_table
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.parquet import read_partition
 from corpus_pipeline.store.versions import active_version, register_version, version_embedding
 
 pytestmark = pytest.mark.slow
@@ -60,7 +60,7 @@ def test_a_kb_embedded_and_searched_through_an_endpoint(tiny_kb, corpus_home, mo
         assert {c.headers["authorization"] for c in calls} == {"Bearer k-123456"}
         table = open_search_table(layout, "tiny", version)
         assert table.schema.field("vector").type.list_size == 48
-        stored = pq.read_table(layout.partition_dir("chunk_embeddings", "tiny", version) / "data.parquet")
+        stored = read_partition(layout.partition_dir("chunk_embeddings", "tiny", version))
         assert set(stored.column("model").to_pylist()) == {"openai:acme-embed|passage: "}
 
         kb = resolve_kb(layout.kb_dir("tiny"))

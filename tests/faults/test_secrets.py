@@ -26,6 +26,7 @@ from support.openai_server import OpenAIServer, key_echo_handler
 
 from corpus_pipeline import secrets
 from corpus_pipeline.errors import ModelError
+from corpus_pipeline.store.parquet import read_table
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -213,11 +214,11 @@ def test_keys_echoed_by_every_endpoint_are_nowhere_in_the_warehouse_the_instance
 
     # the errors were stored (masked), so the scan below looks where the keys would be
     warehouse = corpus_home / "warehouse"
-    [images] = warehouse.rglob("image_descriptions/**/data.parquet")
-    errors = pq.read_table(images).column("error").to_pylist()
+    [images] = warehouse.glob("image_descriptions/kb=*")
+    errors = read_table(images).column("error").to_pylist()
     assert errors and all(e and "invalid key ***" in e for e in errors), errors
     metadata = [
-        m for p in warehouse.rglob("child_chunks/**/data.parquet") for m in pq.read_table(p)["metadata"].to_pylist()
+        m for p in warehouse.glob("child_chunks/kb=*/strategy_version=*") for m in read_table(p)["metadata"].to_pylist()
     ]
     reasons = [json.loads(m).get("fallback_reason") or "" for m in metadata]
     assert any("invalid key ***" in r for r in reasons), reasons

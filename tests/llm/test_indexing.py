@@ -158,13 +158,12 @@ def test_indexing_through_dagster_again_makes_no_new_calls(model_server: OpenAIS
         calls = len(model_server.calls())
         assert calls >= 2
 
-        part = layout.partition_dir("child_chunks", "facts", version) / "data.parquet"
-        import pyarrow.parquet as pq
+        from corpus_pipeline.store.parquet import read_table
 
-        rows = pq.read_table(part).to_pylist()
+        rows = read_table(layout.partition_dir("child_chunks", "facts", version)).to_pylist()
         texts = {
             r["doc_id"]: r["text"]
-            for r in pq.read_table(layout.partition_dir("parsed_blocks", "facts") / "texts.parquet").to_pylist()
+            for r in read_table(layout.partition_dir("parsed_blocks", "facts"), "texts").to_pylist()
         }
         assert all(json.loads(r["metadata"]).get("llm_verbatim") for r in rows)
         assert all(texts[r["doc_id"]][r["start_offset"] : r["end_offset"]] == r["text"] for r in rows)
@@ -174,7 +173,9 @@ def test_indexing_through_dagster_again_makes_no_new_calls(model_server: OpenAIS
             shutil.rmtree(layout.partition_dir(asset, "facts", version))
         rebuilt = index_kb(defs, instance, layout, kb, version, say=lambda s: None, force=True)
         assert rebuilt.status == "ok" and len(model_server.calls()) == calls
-        assert pq.read_table(part).column("chunk_id").to_pylist() == [r["chunk_id"] for r in rows]
+        assert read_table(layout.partition_dir("child_chunks", "facts", version)).column("chunk_id").to_pylist() == [
+            r["chunk_id"] for r in rows
+        ]
 
 
 def test_stats_are_zero_for_a_kb_without_llm_steps(tiny_kb: Path) -> None:

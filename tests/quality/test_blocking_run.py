@@ -12,6 +12,7 @@ from assets.partitions import kb_version_key
 from assets.runner import index_kb, register_partitions
 from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.parquet import has_partition
 from corpus_pipeline.store.versions import active_version, register_version, set_active
 
 pytestmark = pytest.mark.slow
@@ -107,6 +108,6 @@ def test_a_plan_over_the_token_limit_is_blocked_before_embedding_and_not_activat
             for rec in instance.all_logs(bad.runs[-1], of_type=DagsterEventType.STEP_SUCCESS)
         }
         assert not any(s.split(".")[0] in ("chunk_embeddings", "search_index") for s in steps), steps
-        assert not (layout.partition_dir("chunk_embeddings", "longdoc", bad_version) / "data.parquet").exists()
+        assert not has_partition(layout.partition_dir("chunk_embeddings", "longdoc", bad_version))
         # The active version stays the good one.
         assert active_version(layout, "longdoc") == good_version

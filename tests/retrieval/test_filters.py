@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from corpus_pipeline.errors import ConfigError
@@ -15,6 +14,7 @@ from corpus_pipeline.retrieval import Searcher, SearchFilters, SearchSettings
 from corpus_pipeline.retrieval.filters import path_regex
 from corpus_pipeline.store.lance import open_search_table, write_search_table
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.parquet import write_partition
 
 from .tiny_index import FakeEmbedder
 
@@ -72,13 +72,11 @@ def _build(tmp_path, extra=()):
     layout = Layout(tmp_path)
     write_search_table(layout, "ops", "v1", pa.Table.from_pylist(rows), vectors)
     # The documents table: scan.txt is a PDF by its content (as discovery sniffs it).
-    docs = layout.partition_dir("documents", "ops") / "data.parquet"
-    docs.parent.mkdir(parents=True)
-    pq.write_table(
+    write_partition(
+        layout.partition_dir("documents", "ops"),
         pa.Table.from_pylist(
             [{"path": p, "format": "pdf" if p == "scan.txt" else None} for p in sorted({c[1] for c in chunks})]
         ),
-        docs,
     )
     return layout
 
