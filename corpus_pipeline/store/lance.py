@@ -427,8 +427,14 @@ def ensure_vector_index(
     action = vector_index_action(tbl.count_rows(), min_rows, vector_index_state(tbl), rebuild_share=rebuild_share)
     if action in ("create", "rebuild"):
         build_vector_index(tbl)
-    elif action == "optimize":  # the new rows into the index as it is: no retraining, no compaction
-        tbl.to_lance().optimize.optimize_indices(index_names=[VECTOR_INDEX_NAME])
+    elif action == "optimize":
+        # The new rows into the index as it is (no retraining, no compaction), merged with its
+        # segments into one: a delta segment would cost every query one more search (one
+        # doubled p50 at 1M children), while the merge rewrites only the index's row ids and
+        # PQ codes (~0.3 s at 200k rows).
+        stats = tbl.index_stats(VECTOR_INDEX_NAME)
+        segments = max(int(getattr(stats, "num_indices", 1) or 1), 1)
+        tbl.to_lance().optimize.optimize_indices(index_names=[VECTOR_INDEX_NAME], num_indices_to_merge=segments)
         tbl.checkout_latest()
     elif action == "drop":
         tbl.drop_index(VECTOR_INDEX_NAME)

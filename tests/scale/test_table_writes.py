@@ -167,13 +167,22 @@ def test_a_table_with_an_ann_index_is_merged_and_its_index_takes_the_new_rows(tm
     assert state is not None and state.unindexed_rows == 0 and state.indexed_rows == DOCS * PER_DOC
     near = tbl.search(vecs[53].tolist()).distance_type("cosine").nprobes(20).refine_factor(10).limit(1).to_list()
     assert near[0]["chunk_id"] == "d5-c3"
-    for n in (6, 7):  # more edits: each optimize leaves a delta segment of the index ...
+    for n in (6, 7):  # more edits: each write's rows are merged into the one segment (no delta left)
         write_search_table(
             layout, "big", "v1", *_chunks(edits={5: "changed", n: "again"}), ann_min_rows=ANN_MIN_ROWS_FLOOR
         )
-    tbl = open_search_table(layout, "big", "v1")
+        tbl = open_search_table(layout, "big", "v1")
+        assert tbl.index_stats(store_lance.VECTOR_INDEX_NAME).num_indices == 1
+        assert vector_index_state(tbl).unindexed_rows == 0  # type: ignore[union-attr]
+    # a table an earlier release wrote has delta segments: maintenance merges them
+    for n in (8, 9):
+        extra = tbl.to_lance().to_table(limit=5)
+        ids = pa.array([f"extra{n}-{i}" for i in range(5)])
+        tbl.add(extra.set_column(extra.schema.get_field_index("chunk_id"), "chunk_id", ids))
+        tbl.to_lance().optimize.optimize_indices(index_names=[store_lance.VECTOR_INDEX_NAME], num_indices_to_merge=0)
+        tbl.checkout_latest()
     assert tbl.index_stats(store_lance.VECTOR_INDEX_NAME).num_indices > 1
-    done = store_lance.maintain_search_table(tbl, ANN_MIN_ROWS_FLOOR)  # ... which maintenance merges
+    done = store_lance.maintain_search_table(tbl, ANN_MIN_ROWS_FLOOR)
     assert "segments merged" in done["ann"]
     assert tbl.index_stats(store_lance.VECTOR_INDEX_NAME).num_indices == 1
 
