@@ -17,6 +17,14 @@ answers for a text the index has not embedded). Then, as users run it, in a subp
    warm process, over 20 questions drawn from the KB's own sentences.
 
 Figures go to ``RESULTS.md`` with the machine and its load (``--write``).
+
+``--model-server`` replaces the embedding model by a local OpenAI-compatible endpoint in
+this process (``embedding.provider: openai``; 384-d vectors hashed from each text's words
+and CJK bigrams, no model): what it measures is the pipeline itself (discovery, parsing,
+chunking, the writes, the Dagster runs), at sizes where multilingual-e5-small on a 2-core
+machine would take hours (~17 chunks/s: 20,000 documents are ~200,000 chunks). The model's
+own cost is ``benchmarks/embedders``'s. Without the model a full index is cheaper, so the
+one-document edit's share of it is a harder test, not an easier one.
 """
 
 from __future__ import annotations
@@ -57,11 +65,18 @@ class Row:
     notes: list[str] = field(default_factory=list)
 
 
-def make_kb(home: Path, n_docs: int, seed: int) -> None:
+def make_kb(home: Path, n_docs: int, seed: int, model_server: str | None = None) -> None:
     from benchmarks.incremental.corpus import generate_kb
 
     kb = home / "kbs" / KB
     generate_kb(kb, CORPUS, n_docs, seed)
+    if model_server:
+        (kb / "kb.yaml").write_text(
+            "embedding:\n  provider: openai\n"
+            f"  base_url: {model_server}\n  model: hashed-384\n  api_key_env: SCALE_BENCH_KEY\n"
+            "  batch_size: 256\n  max_retries: 0\n",
+            encoding="utf-8",
+        )
     for doc in sorted(p for p in kb.rglob("doc-*") if p.is_file() and p.suffix in (".md", ".txt")):
         paras = doc.read_text(encoding="utf-8").split("\n\n")
         marked = [p if p.lstrip().startswith(("#", "```", "!")) or not p.strip() else f"¶{doc.stem}.{i} {p}"
@@ -83,9 +98,57 @@ def _tree_rss(pid: int) -> int:
         return 0
 
 
+def hashed_vector(text: str, dim: int = 384) -> list[float]:
+    """A deterministic unit vector of ``text``'s words and CJK bigrams (the model server's)."""
+    import hashlib
+    import re
+
+    terms = re.findall(r"[a-z0-9]+", text.lower())
+    for run in re.findall(r"[\u4e00-\u9fff]+", text):
+        terms += [run[i : i + 2] for i in range(max(1, len(run) - 1))]
+    vec = [0.0] * dim
+    for term in terms:
+        h = int.from_bytes(hashlib.blake2b(term.encode(), digest_size=8).digest(), "big")
+        vec[h % dim] += 1.0 if (h >> 32) & 1 else -1.0
+    norm = sum(x * x for x in vec) ** 0.5 or 1.0
+    return [x / norm for x in vec] if any(vec) else [1.0] + [0.0] * (dim - 1)
+
+
+@contextlib.contextmanager
+def model_server() -> Any:
+    """A local OpenAI-compatible ``/v1/embeddings`` endpoint (127.0.0.1, a free port) in a
+    thread; yields its base URL."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+            texts = body.get("input") or []
+            texts = [texts] if isinstance(texts, str) else texts
+            data = [{"object": "embedding", "index": i, "embedding": hashed_vector(t)} for i, t in enumerate(texts)]
+            out = json.dumps({"object": "list", "data": data, "model": body.get("model"), "usage": {}}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+
+
 def corpus_index(home: Path, workers: int) -> tuple[float, float, dict[str, Any]]:
     """``corpus index --workers N --json`` in ``home``: (seconds, peak RSS MB, summary)."""
     env = {**os.environ, "CORPUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "HF_HUB_OFFLINE": "1"}
+    env["SCALE_BENCH_KEY"] = "local"
     for var in ("OPENAI_BASE_URL", "CORPUS_VISION_MODEL"):
         env.pop(var, None)
     cmd = [str(Path(sys.executable).parent / "corpus"), "index", "--kb", KB, "--workers", str(workers), "--json"]
@@ -145,11 +208,25 @@ print(json.dumps([statistics.median(ms), ms[int(0.95 * (len(ms) - 1))]]))
     return float(p50), float(p95)
 
 
-def run_size(base: Path, n_docs: int, workers: int, seed: int) -> list[Row]:
+def written_by_edit(home: Path) -> str:
+    """What the last index wrote of the warehouse: Parquet files and bytes (from the
+    partitions' manifests) and the search table's write."""
+    from corpus_pipeline.store.layout import Layout
+    from corpus_pipeline.store.parquet import read_manifest
+
+    layout = Layout.at(home)
+    files = size = 0
+    for manifest in layout.warehouse.glob("*/kb=*/**/_manifest.json"):
+        w = read_manifest(manifest.parent).get("written") or {}
+        files, size = files + int(w.get("files", 0)), size + int(w.get("bytes", 0))
+    return f"{files} Parquet files ({size / 1024:.0f} KiB) written"
+
+
+def run_size(base: Path, n_docs: int, workers: int, seed: int, model: str | None = None) -> list[Row]:
     rows = []
     homes = {w: base / f"d{n_docs}-w{w}" for w in sorted({1, workers})}
     for w, home in homes.items():
-        make_kb(home, n_docs, seed)
+        make_kb(home, n_docs, seed, model)
         secs, peak, summary = corpus_index(home, w)
         rows.append(
             Row(n_docs, w, round(secs, 1), round(1000 * secs / n_docs, 1), round(peak), summary["child_chunks"])
@@ -162,7 +239,9 @@ def run_size(base: Path, n_docs: int, workers: int, seed: int) -> list[Row]:
     edit_one(homes[1])
     secs, _peak, summary = corpus_index(homes[1], 1)
     serial.edit_seconds, serial.edit_share = round(secs, 1), round(secs / serial.seconds, 4)
-    serial.notes.append(f"edit: {summary['documents_parsed']} parsed, {summary['embedded']} embedded")
+    serial.notes.append(
+        f"edit: {summary['documents_parsed']} parsed, {summary['embedded']} embedded, {written_by_edit(homes[1])}"
+    )
     serial.search_p50_ms, serial.search_p95_ms = (round(x, 1) for x in search_latency(homes[1]))
     print(f"  one edit: {secs:.1f} s ({100 * serial.edit_share:.2f} % of the full index); search p50 "
           f"{serial.search_p50_ms} ms", flush=True)  # fmt: skip
@@ -185,12 +264,20 @@ def write(rows: list[Row], ctx: dict[str, Any]) -> None:
             f"{f'{100 * r.edit_share:.2f} %' if r.edit_share is not None else ''} | "
             f"{r.search_p50_ms if r.search_p50_ms is not None else ''} | {r.search_p95_ms if r.search_p95_ms is not None else ''} |"
         )
-    text = (
-        "# Scale benchmark: results\n\n"
-        f"`{ctx['command']}` · {ctx['date']} · {ctx['machine']} · load {ctx['load_before']} → {ctx['load_after']} · "
-        f"git {ctx['git']}\n\n" + "\n".join(lines) + "\n\n" + ctx.get("reading", "") + "\n"
+    notes = [f"- {r.docs} documents: {n}" for r in rows for n in r.notes]
+    title = "# Scale benchmark: results\n\n"
+    section = (
+        f"## {ctx['date']}: `{ctx['command']}`\n\n"
+        f"{ctx['machine']} · load {ctx['load_before']} → {ctx['load_after']} · git {ctx['git']}"
+        + (" · embedding: the local hashed-vector endpoint, no model" if ctx.get("model_server") else "")
+        + "\n\n"
+        + "\n".join(lines)
+        + "\n\n"
+        + "\n".join(notes)
+        + "\n"
     )
-    RESULTS.write_text(text, encoding="utf-8")
+    old = RESULTS.read_text(encoding="utf-8").removeprefix(title) if RESULTS.exists() else ""
+    RESULTS.write_text(title + section + ("\n" + old if old else ""), encoding="utf-8")  # newest first
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", type=Path, default=None, help="where the homes go (default: a temporary folder)")
     ap.add_argument("--write", action="store_true", help="write RESULTS.md")
+    ap.add_argument(
+        "--model-server",
+        action="store_true",
+        help="embed through a local hashed-vector endpoint instead of the model (the pipeline's own cost)",
+    )
     args = ap.parse_args(argv)
     from benchmarks.machine import cpu_model, ram_gib
 
@@ -214,10 +306,12 @@ def main(argv: list[str] | None = None) -> int:
         ).stdout.strip(),
     }
     rows: list[Row] = []
-    for n in (int(x) for x in args.sizes.split(",") if x.strip()):
-        print(f"{n} documents ...", flush=True)
-        rows += run_size(base, n, args.workers, args.seed)
+    with model_server() if args.model_server else contextlib.nullcontext() as url:
+        for n in (int(x) for x in args.sizes.split(",") if x.strip()):
+            print(f"{n} documents ...", flush=True)
+            rows += run_size(base, n, args.workers, args.seed, url)
     ctx["load_after"] = _load()
+    ctx["model_server"] = args.model_server
     print(json.dumps([asdict(r) for r in rows], indent=1))
     if args.write:
         write(rows, ctx)

@@ -69,8 +69,8 @@ def test_fp32_onnx_shares_torch_vectors_int8_does_not():
     torch_cfg, onnx_cfg, int8 = (EmbeddingConfig(backend=b) for b in ("torch", "onnx", "onnx-int8"))
     assert onnx_cfg.vector_key == torch_cfg.vector_key == "multilingual-e5-small"
     assert onnx_cfg.version_input() == torch_cfg.version_input() == {}
-    assert int8.vector_key == "multilingual-e5-small#onnx-int8"
-    assert int8.version_input() == {"backend": "onnx-int8"}
+    assert int8.vector_key == "multilingual-e5-small#onnx-int8-pc"  # per-channel int8's own vectors
+    assert int8.version_input() == {"backend": "onnx-int8-pc"}
 
 
 # ------------------------------------------------------------------------------ providers
@@ -135,7 +135,7 @@ def test_the_source_key_follows_the_folder_content(tmp_path):
     assert ob.source_key(src) == k1
     (src / "model.safetensors").write_bytes(b"weights-2")
     assert ob.source_key(src) != k1
-    assert ob.export_dir(src, int8=True, cache_root=tmp_path).name.endswith("-x1-int8")
+    assert ob.export_dir(src, int8=True, cache_root=tmp_path).name.endswith("-x1-int8-pc")
 
 
 # ------------------------------------------------------------------------------ a real export
