@@ -105,11 +105,10 @@ class TableWrite:
     docs_changed: int = 0
 
 
-def search_rows(chunks: pa.Table, vectors: np.ndarray) -> pa.Table:
-    """The search table's rows: ``chunks``' search columns, their ``vectors``, the analysed
-    ``keyword_text``, each row's ``row_hash``, and the vectors' mean in the schema metadata."""
-    from corpus_pipeline.retrieval.analysis import keyword_text  # here: retrieval imports this module
-
+def search_rows(chunks: pa.Table, vectors: np.ndarray, *, keywords: bool = True) -> pa.Table:
+    """The search table's rows: ``chunks``' search columns, their ``vectors``, each row's
+    ``row_hash``, the vectors' mean in the schema metadata and, with ``keywords``, the
+    analysed ``keyword_text`` (``with_keywords``: a write analyses only the rows it writes)."""
     dim = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 0
     if len(chunks) != len(vectors):
         raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
@@ -124,9 +123,7 @@ def search_rows(chunks: pa.Table, vectors: np.ndarray) -> pa.Table:
         else:
             cols[f.name] = chunks.column(f.name).cast(f.type)
     table = pa.table(cols, schema=schema)
-    table = table.append_column(
-        KEYWORD_COLUMN, pa.array([keyword_text(t or "") for t in table.column("text").to_pylist()], pa.string())
-    )
+    # (keyword_text is a function of text, and the analyser's version is SEARCH_TABLE_VERSION's)
     values = table.drop_columns(["vector"]).to_pylist()
     hashes = [
         hashlib.blake2b(
@@ -138,7 +135,19 @@ def search_rows(chunks: pa.Table, vectors: np.ndarray) -> pa.Table:
     if len(table):
         mean = vecs.astype(np.float64).mean(axis=0)
         table = table.replace_schema_metadata({VECTOR_MEAN_KEY: json.dumps([round(float(x), 7) for x in mean])})
-    return table
+    return with_keywords(table) if keywords else table
+
+
+def with_keywords(table: pa.Table) -> pa.Table:
+    """``table`` (of ``search_rows``) with its ``keyword_text`` column (CJK bigrams, stems):
+    the text the full-text index holds, before ``row_hash``."""
+    from corpus_pipeline.retrieval.analysis import keyword_text  # here: retrieval imports this module
+
+    if KEYWORD_COLUMN in table.column_names:
+        return table
+    analysed = pa.array([keyword_text(t or "") for t in table.column("text").to_pylist()], pa.string())
+    out = table.add_column(table.schema.get_field_index(ROW_HASH_COLUMN), KEYWORD_COLUMN, analysed)
+    return out.replace_schema_metadata(table.schema.metadata)
 
 
 def write_search_table(
@@ -162,7 +171,7 @@ def write_search_table(
     full-text and ANN indexes get the new rows as delta segments. Readers see the table
     before the commit or after it, never half of it."""
     try:
-        table = search_rows(chunks, vectors)
+        table = search_rows(chunks, vectors, keywords=False)  # analysed below, only what is written
     except StoreError as exc:
         raise StoreError(f"{exc} for {kb}|{version}") from None
     db = connect(layout)
@@ -173,6 +182,7 @@ def write_search_table(
         tbl = db.open_table(name)
         result = _merge_changes(tbl, table)
     if result is None:
+        table = with_keywords(table)
         _write_whole(layout.search_table_dir(kb, version), table, storage_options(layout))
         tbl = db.open_table(name)
         result = TableWrite(len(table), "replace" if exists else "create", len(table), 0, _docs(table))
@@ -232,7 +242,7 @@ def _merge_changes(tbl: Any, table: pa.Table) -> TableWrite | None:
     """Write only the documents of ``table`` whose rows differ from ``tbl``'s (None: the
     table is to be written whole: another layout, or too much changed)."""
     old_schema = tbl.schema
-    if _columns(old_schema) != _columns(table.schema) or not len(table):
+    if _columns(old_schema) != _columns(with_keywords(table.slice(0, 0)).schema) or not len(table):
         return None
     old = tbl.to_lance().to_table(columns=["doc_id", "chunk_id", ROW_HASH_COLUMN])
     before, after = _by_doc(old), _by_doc(table)
@@ -248,7 +258,7 @@ def _merge_changes(tbl: Any, table: pa.Table) -> TableWrite | None:
     where = f"doc_id IN ({', '.join(sql_string(d) for d in changed)})"
     changed_set = set(changed)
     mask = pa.array([str(d) in changed_set for d in table.column("doc_id").to_pylist()])
-    source = table.filter(mask)
+    source = with_keywords(table.filter(mask))
     if source.num_rows:
         (
             tbl.merge_insert("chunk_id")

@@ -190,20 +190,6 @@ class Layout:
         prefix = f"{VERSION_DIM}="
         return sorted(d.name[len(prefix) :] for d in base.iterdir() if d.is_dir() and d.name.startswith(prefix))
 
-    @staticmethod
-    def partition_of(file: str | os.PathLike[str]) -> tuple[str, str | None]:
-        """``(kb, version)`` of a file inside a partition folder (version None for kb partitions)."""
-        kb: str | None = None
-        version: str | None = None
-        for part in Path(file).parts:
-            if part.startswith(f"{KB_DIM}="):
-                kb = part.split("=", 1)[1]
-            elif part.startswith(f"{VERSION_DIM}="):
-                version = part.split("=", 1)[1]
-        if kb is None:
-            raise ValueError(f"{file} is not inside a partition folder (no {KB_DIM}=... part)")
-        return kb, version
-
     # ------------------------------------------------------------------ search tables
 
     def search_table_dir(self, kb: str, version: str) -> UPath:

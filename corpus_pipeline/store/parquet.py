@@ -91,14 +91,16 @@ def write_partition(
     tables: pa.Table | Mapping[str, pa.Table],
     manifest: Mapping[str, object] | None = None,
     *,
-    docs_per_file: int = DOCS_PER_FILE,
+    docs_per_file: int | None = None,
 ) -> list[UPath]:
     """Make ``tables`` the partition's content; returns the partition's Parquet files.
 
     ``manifest`` (for example the Dagster run id that wrote it) is stored in
     ``_manifest.json`` with the file lists, the row counts, the time and ``written``: how
     many files (and bytes) this write actually wrote, the rest being unchanged batches.
+    ``docs_per_file``: the expected documents per file (``DOCS_PER_FILE``).
     """
+    every = docs_per_file or DOCS_PER_FILE
     folder = UPath(folder)
     if isinstance(tables, pa.Table):
         tables = {DEFAULT_NAME: tables}
@@ -109,7 +111,7 @@ def write_partition(
     written_files = written_bytes = 0
     for name, table in tables.items():
         names = files.setdefault(name, [])
-        for batch in batches(table, docs_per_file):
+        for batch in batches(table, every):
             data = _encode(batch)
             fname = f"{name}-{hashlib.blake2b(data, digest_size=8).hexdigest()}.parquet"
             if fname not in names:

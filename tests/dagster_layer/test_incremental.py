@@ -11,6 +11,7 @@ from assets.definitions import build_definitions
 from assets.runner import backfill_strategy, index_kb
 from corpus_pipeline.chunking import registry
 from corpus_pipeline.kbconfig import resolve_kb
+from corpus_pipeline.store import parquet
 from corpus_pipeline.store.lance import open_search_table
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.parquet import read_manifest, read_partition
@@ -73,6 +74,7 @@ def _run_id(layout, asset, kb, version=None):
 
 def test_only_what_changed_is_rebuilt(three_kbs, monkeypatch):
     layout = three_kbs
+    monkeypatch.setattr(parquet, "DOCS_PER_FILE", 1)  # a Parquet file per document: edits are visible
     with instance_for_test() as instance:
         first = _index_all(instance, layout)
         assert all(s.documents_parsed == 3 and len(s.partitions_run) == 2 for s in first.values())
@@ -126,6 +128,10 @@ def test_only_what_changed_is_rebuilt(three_kbs, monkeypatch):
         assert edited.partitions_run == ["beta", f"beta|{v['beta']}"]
         # ... and the search table got that document's rows only (issue 16: writes follow the change)
         assert _search_write(instance, f"beta|{v['beta']}") == {"write": "merge", "docs_changed": 1}
+        # ... and each Parquet partition got one new file, the edited document's
+        for asset, version in [("documents", None), ("parent_blocks", v["beta"]), ("child_chunks", v["beta"])]:
+            m = read_manifest(layout.partition_dir(asset, "beta", version))
+            assert m["written"]["files"] == 1 and len(m["files"]["data"]) == 3, (asset, m["written"])
 
         # 5. One document of beta deleted: its rows leave Parquet and LanceDB.
         (layout.kb_dir("beta") / "doc2.md").unlink()

@@ -89,6 +89,12 @@ def test_index_reindex_search_and_rollback_on_a_local_s3_server(tiny_kb, corpus_
     assert out["strategy_version"] == v1 and "18 months" in out["results"][0]["text"]  # type: ignore[index]
     assert read_manifest(layout.partition_dir("child_chunks", "tiny", v2))["rows"]["data"] == third["child_chunks"]
 
+    # drop removes the KB from the bucket
+    dropped = _json("drop", "--kb", "tiny", "--yes")
+    assert len(dropped["tables"]) == 2 and dropped["partitions"]  # type: ignore[index]
+    assert not list(wh.glob("*/kb=tiny")) and not (wh / "versions" / "tiny").exists()
+    assert not [p for p in (wh / "lancedb").iterdir() if "tiny" in p.name] if (wh / "lancedb").exists() else True
+
 
 def test_a_write_killed_before_its_pointer_leaves_the_bucket_readable(tiny_kb, corpus_home, s3_warehouse):
     """``corpus index`` killed (SIGKILL) just before a partition's manifest is replaced: the
