@@ -222,3 +222,17 @@ def test_the_warehouse_is_home_warehouse_unless_corpus_warehouse_says_otherwise(
     assert remote.locks == tmp_path / "warehouse" / "locks" and remote.staging == tmp_path / "warehouse" / "staging"
     assert remote.cache == tmp_path / "warehouse" / "cache"
     assert storage_options(remote) == {"aws_endpoint": "http://127.0.0.1:9000", "allow_http": "true"}
+
+
+def test_a_table_without_doc_id_is_batched_by_chunk(root):
+    """chunk_embeddings (chunk_id, vector): an edit rewrites the few batches around its chunks."""
+    n = 4000
+    table = pa.table({"chunk_id": [f"c{i:05d}" for i in range(n)], "x": list(range(n))})
+    folder = root / "chunk_embeddings" / "kb=a" / "strategy_version=v1"
+    write_partition(folder, table, docs_per_file=4)  # ~64 chunks a file
+    files = partition_files(folder)["data"]
+    assert 20 < len(files) < 200
+    edited = table.set_column(1, "x", pa.array([i + (i in range(2000, 2013)) for i in range(n)]))
+    write_partition(folder, edited, docs_per_file=4)
+    assert read_manifest(folder)["written"]["files"] <= 2
+    assert read_partition(folder).equals(edited)

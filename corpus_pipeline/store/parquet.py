@@ -54,8 +54,10 @@ MANIFEST = "_manifest.json"
 DOCS_PER_FILE = 64
 #: A batch is cut after this many rows even without a boundary (one huge document stays one file).
 MAX_FILE_ROWS = 200_000
-#: The column a table is batched by; tables without it are written as one file.
-BATCH_COLUMN = "doc_id"
+#: The columns a table is batched by, the first it has, with how many rows of that key a
+#: file holds on average relative to documents: by document; else (``chunk_embeddings``)
+#: by chunk, ~16 chunks a document. Tables with neither are written as one file.
+BATCH_KEYS = (("doc_id", 1), ("chunk_id", 16))
 
 
 def _is_boundary(doc_id: str, every: int) -> bool:
@@ -63,11 +65,14 @@ def _is_boundary(doc_id: str, every: int) -> bool:
 
 
 def batches(table: pa.Table, every: int = DOCS_PER_FILE, max_rows: int = MAX_FILE_ROWS) -> list[pa.Table]:
-    """``table`` cut into batches of whole documents (in table order) at content-defined
-    boundaries; one batch for a table without ``doc_id`` or with no rows."""
-    if BATCH_COLUMN not in table.column_names or table.num_rows == 0:
+    """``table`` cut into batches of whole documents (or, without ``doc_id``, of chunks), in
+    table order, at content-defined boundaries; one batch for a table with neither column
+    or with no rows."""
+    key = next(((col, k) for col, k in BATCH_KEYS if col in table.column_names), None)
+    if key is None or table.num_rows == 0:
         return [table]
-    ids = table.column(BATCH_COLUMN).to_pylist()
+    every *= key[1]
+    ids = table.column(key[0]).to_pylist()
     out: list[pa.Table] = []
     start = 0
     for i, doc in enumerate(ids):
