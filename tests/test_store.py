@@ -236,3 +236,12 @@ def test_a_table_without_doc_id_is_batched_by_chunk(root):
     write_partition(folder, edited, docs_per_file=4)
     assert read_manifest(folder)["written"]["files"] <= 2
     assert read_partition(folder).equals(edited)
+
+
+def test_two_byte_identical_batches_are_both_read_back(root):
+    table = pa.table({"doc_id": ["x", "y", "x"], "v": [1, 2, 1]})  # batches [x], [y], [x]: the first and last alike
+    folder = root / "t" / "kb=a"
+    write_partition(folder, table, docs_per_file=1)
+    names = [p.name for p in partition_files(folder)["data"]]
+    assert len(names) == 3 and names[0] == names[2]
+    assert read_partition(folder).equals(table)
