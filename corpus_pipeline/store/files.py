@@ -46,14 +46,6 @@ def put_text(path: UPath | Path, text: str) -> None:
     put_bytes(path, text.encode("utf-8"))
 
 
-def read_text(path: UPath | Path) -> str | None:
-    """The text of ``path``; None when it does not exist."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-
-
 def remove_tree(path: UPath | Path) -> None:
     """Delete a folder and everything under it (nothing when it does not exist)."""
     local = local_path(path)
