@@ -203,7 +203,11 @@ def dataset(folder: UPath | Path, name: str = DEFAULT_NAME) -> pads.Dataset:
     """Table ``name`` of a partition as a pyarrow dataset (lazy: filters and projections
     read only what they need; DuckDB queries it with ``con.register``)."""
     folder = UPath(folder)
-    files = partition_files(folder)
+    return _dataset(folder, name, partition_files(folder))
+
+
+def _dataset(folder: UPath, name: str, files: dict[str, list[UPath]]) -> pads.Dataset:
+    """``dataset`` of the manifest's ``files`` already read (one manifest read per call)."""
     if name not in files:
         if not files:
             raise StoreError(f"partition {folder} has not been materialized yet")
@@ -221,15 +225,18 @@ def read_partition(folder: UPath | Path, name: str | None = None) -> pa.Table | 
     if not files:
         raise StoreError(f"partition {folder} has not been materialized yet")
     if name is not None:
-        return read_table(folder, name)
+        return _read(_dataset(folder, name, files))
     if list(files) == [DEFAULT_NAME]:
-        return read_table(folder, DEFAULT_NAME)
-    return {n: read_table(folder, n) for n in files}
+        return _read(_dataset(folder, DEFAULT_NAME, files))
+    return {n: _read(_dataset(folder, n, files)) for n in files}
 
 
 def read_table(folder: UPath | Path, name: str = DEFAULT_NAME, **kwargs: Any) -> pa.Table:
     """One table of a partition; ``kwargs`` (``columns=``, ``filter=``) go to the dataset scan."""
-    ds = dataset(folder, name)
+    return _read(dataset(folder, name), **kwargs)
+
+
+def _read(ds: pads.Dataset, **kwargs: Any) -> pa.Table:
     table = ds.to_table(**kwargs)
     if not kwargs and table.num_rows == 0:
         return ds.schema.empty_table()
@@ -262,6 +269,7 @@ def read_columns(
             return pq.read_table(local, columns=columns, filters=expr)
         with location.open("rb") as f:
             return pq.read_table(f, columns=columns, filters=expr)
-    if not has_partition(location, name):
+    files = partition_files(location)
+    if name not in files:
         return None
-    return dataset(location, name).to_table(columns=columns, filter=expr)
+    return _dataset(location, name, files).to_table(columns=columns, filter=expr)
