@@ -123,3 +123,31 @@ def test_overlapping_parents_never_yield_the_same_child_twice(tmp_path):
     for s, e in spans:
         covered.update(range(s, e))
     assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())  # nothing lost either
+
+
+def test_incremental_tables_equal_a_rebuild_row_for_row(tmp_path):
+    """Rows carried over as Arrow slices (``indexing.rows``) and rows built anew come out
+    in the order, and with the values, of a rebuild from nothing: an edit in the middle,
+    a deletion, an addition and a failed document."""
+    d = tmp_path / "kb"
+    d.mkdir()
+    for i in range(6):
+        (d / f"doc-{i}.md").write_text(STRUCTURED.replace("AES-256", f"cipher-{i}") * (1 + i % 3))
+    (d / "notes.txt").write_text(FLAT * 4)
+    (d / "broken.docx").write_bytes(b"not a zip")
+    kb, version, _docs, parsed, parents, children = _build(d)
+    (d / "doc-2.md").write_text(STRUCTURED.replace("AES-256", "edited") * 2)
+    (d / "doc-4.md").unlink()
+    (d / "doc-9.md").write_text(STRUCTURED.replace("Backups", "Snapshots"))
+    docs2 = indexing.discover_documents(kb).tables
+    p = indexing.parse_documents(kb, docs2, parsed)
+    assert (p.stats.parsed, p.stats.reused) == (2, 6)  # doc-2 and doc-9; broken.docx fails again unparsed
+    pa2 = indexing.build_parent_blocks(kb, version, p.tables, parents, _tools(kb))
+    ch2 = indexing.build_child_chunks(kb, version, pa2.tables, p.tables, {}, children, _tools(kb))
+    assert (pa2.stats.documents, ch2.stats.documents) == (2, 2)
+    _, _, _, fresh_parsed, fresh_parents, fresh_children = _build(d)
+    for name in ("texts", "blocks", "images"):
+        assert p.tables[name].equals(fresh_parsed[name]), name
+    assert pa2.tables.equals(fresh_parents)
+    assert ch2.tables.equals(fresh_children)
+    assert [s["path"] for s in p.stats.failed] == ["broken.docx"]

@@ -19,11 +19,12 @@ import pyarrow as pa
 
 from corpus_pipeline.chunking.context import ContextFactory
 from corpus_pipeline.chunking.document import SourceDocument, chunk_children, chunk_parents, doc_fingerprint
+from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.describe import descriptions_by_doc
-from corpus_pipeline.indexing.parse import blocks_by_doc, ok_texts, rows_by_doc
+from corpus_pipeline.indexing.parse import blocks_by_doc, ok_texts
 from corpus_pipeline.indexing.stats import ChunkStats, StageResult
 from corpus_pipeline.kbconfig import KnowledgeBase
-from corpus_pipeline.models import IMAGE_CHUNK_TYPES, Block, Chunk, DocumentText, ParentBlock, Piece
+from corpus_pipeline.models import IMAGE_CHUNK_TYPES, Block, Chunk, DocStatus, DocumentText, ParentBlock, Piece
 from corpus_pipeline.progress import ProgressFn, no_progress
 from corpus_pipeline.store import schemas
 
@@ -36,19 +37,22 @@ def image_pieces_by_doc(descriptions: pa.Table | None, parsed: dict[str, pa.Tabl
     """IMAGE / TABLE_IMAGE pieces per document, placed at their image block."""
     from corpus_pipeline.vision import image_pieces
 
-    if descriptions is None:
+    if descriptions is None or descriptions.num_rows == 0:
         return {}
-    blocks = blocks_by_doc(parsed["blocks"])
-    return {
-        doc_id: image_pieces(descs, blocks.get(doc_id, []))
-        for doc_id, descs in descriptions_by_doc(descriptions).items()
-    }
+    by_doc = descriptions_by_doc(descriptions)
+    blocks = blocks_by_doc(parsed["blocks"], by_doc)
+    return {doc_id: image_pieces(descs, blocks.get(doc_id, [])) for doc_id, descs in by_doc.items()}
 
 
-def _llm_retry(tools: ContextFactory, rows: Sequence[dict[str, Any]]) -> bool:
-    """Whether a document's previous rows hold LLM fallbacks that may pass (no client then,
-    a failed call) while a client is there now: then it is chunked again, not reused."""
-    return tools.llm is not None and any('"llm_retry": true' in (r.get("metadata") or "") for r in rows)
+#: Written into a chunk's metadata when an LLM step fell back for want of a client or a
+#: failed call (``chunking``): such a document is chunked again once a client is there.
+LLM_RETRY_MARK = '"llm_retry": true'
+
+
+def _llm_retry_docs(tools: ContextFactory, previous: pa.Table | None) -> set[str]:
+    """The documents whose previous rows hold LLM fallbacks that may pass (no client then,
+    a failed call) while a client is there now: they are chunked again, not reused."""
+    return rows.docs_containing(previous, "metadata", LLM_RETRY_MARK) if tools.llm is not None else set()
 
 
 def _finish(stats: ChunkStats, tools: ContextFactory) -> None:
@@ -67,10 +71,8 @@ def _finish(stats: ChunkStats, tools: ContextFactory) -> None:
 
 def _sizes(stats: ChunkStats, table: pa.Table) -> None:
     stats.rows = table.num_rows
-    chars = [int(c or 0) for c in table.column("char_count").to_pylist()]
-    tokens = [int(t or 0) for t in table.column("token_count").to_pylist()]
-    stats.max_chars = max(chars, default=0)
-    stats.max_tokens = max(tokens, default=0)
+    stats.max_chars = rows.column_max(table, "char_count")
+    stats.max_tokens = rows.column_max(table, "token_count")
 
 
 def build_parent_blocks(
@@ -83,36 +85,46 @@ def build_parent_blocks(
     progress: ProgressFn = no_progress,
 ) -> StageResult:
     """Run each document's parent pipeline (its plan: an override's or the KB's);
-    ``progress`` is told after each document (``parents``, done, total, ``documents``)."""
-    blocks = blocks_by_doc(parsed["blocks"])
-    prev = rows_by_doc(previous)
-    rows: list[dict[str, Any]] = []
-    stats = ChunkStats()
-    texts = ok_texts(parsed)
-    for i, text in enumerate(texts):
-        if i:
-            progress("parents", i, len(texts), "documents")
-        old = prev.get(text.doc_id)
-        if (
-            old
-            and all(r["content_hash"] == text.content_hash and r["doc_path"] == text.path for r in old)
-            and not _llm_retry(tools, old)
-        ):
-            rows.extend(sorted(old, key=lambda r: r["parent_index"]))
-            stats.reused += 1
-            continue
+    ``progress`` is told after each document (``parents``, done, total, ``documents``).
+    A document whose content and path are those of its previous parents keeps them."""
+    texts = rows.where_equal(parsed["texts"], "status", DocStatus.OK.value)
+    order = rows.strings(texts, "doc_id")
+    now = zip(order, rows.strings(texts, "content_hash"), rows.strings(texts, "path"), strict=True)
+    before = rows.doc_values(previous, "content_hash", "doc_path")
+    retry = _llm_retry_docs(tools, previous)
+    kept = {d for d, h, path in now if before.get(d) == {(h, path)} and d not in retry}
+    todo = [d for d in order if d not in kept]
+    blocks = blocks_by_doc(parsed["blocks"], todo)
+    new_rows: list[dict[str, Any]] = []
+    stats = ChunkStats(reused=len(kept))
+    done = len(kept)
+    for text in ok_texts(parsed, todo):
+        if done:
+            progress("parents", done, len(order), "documents")
         doc_blocks = blocks.get(text.doc_id, [])
         plan, reasons = kb.plan_for_document(text.path, text.text, text.format, doc_blocks, tools.token_counter)
         ctx = tools.context(text.text, doc_blocks)
         parents = chunk_parents(source_document(kb, version, text, doc_blocks), plan, ctx, plan_reasons=reasons)
         tools.absorb(ctx)
-        rows.extend(schemas.to_rows(parents, ParentBlock))
+        new_rows.extend(schemas.to_rows(parents, ParentBlock))
         stats.documents += 1
-    progress("parents", len(texts), len(texts), "documents")
-    table = pa.Table.from_pylist(rows, schema=schemas.PARENT_BLOCKS)
+        done += 1
+    progress("parents", len(order), len(order), "documents")
+    carried = [rows.of_docs(previous, kept)] if previous is not None and kept else []
+    fresh = pa.Table.from_pylist(new_rows, schema=schemas.PARENT_BLOCKS)
+    table = rows.in_doc_order([*carried, fresh], order, schemas.PARENT_BLOCKS)
     _sizes(stats, table)
     _finish(stats, tools)
     return StageResult(table, stats)
+
+
+def _parents_by_doc(parents: pa.Table) -> dict[str, list[str]]:
+    """Each document's parent ids in ``parent_index`` order, documents in table order."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    cols = (parents.column(c).to_pylist() for c in ("doc_id", "parent_index", "parent_id"))
+    for doc_id, index, pid in zip(*cols, strict=True):
+        out.setdefault(doc_id, []).append((index, pid))
+    return {d: [pid for _, pid in sorted(ps)] for d, ps in out.items()}
 
 
 def build_child_chunks(
@@ -127,39 +139,46 @@ def build_child_chunks(
     progress: ProgressFn = no_progress,
 ) -> StageResult:
     """Run the child pipeline over every parent, with each document's image chunks;
-    ``progress`` is told after each document (``children``, done, total, ``documents``)."""
-    blocks = blocks_by_doc(parsed["blocks"])
-    texts = {t.doc_id: t for t in ok_texts(parsed)}
-    parents_by_doc: dict[str, list[ParentBlock]] = {}
-    for p in schemas.from_table(parents, ParentBlock):
-        parents_by_doc.setdefault(p.doc_id, []).append(p)
-    prev = rows_by_doc(previous)
-    rows: list[dict[str, Any]] = []
-    stats = ChunkStats()
-    for i, (doc_id, doc_parents) in enumerate(parents_by_doc.items()):
-        if i:
-            progress("children", i, len(parents_by_doc), "documents")
-        text = texts.get(doc_id)
-        if text is None:
-            continue
-        doc_parents.sort(key=lambda p: p.parent_index)
-        images = image_pieces.get(doc_id, [])
-        old = prev.get(doc_id)
-        fingerprint = doc_fingerprint((p.parent_id for p in doc_parents), images)
-        if old and all(r.get("doc_fingerprint") == fingerprint for r in old) and not _llm_retry(tools, old):
-            rows.extend(sorted(old, key=lambda r: r["chunk_index"]))
-            stats.reused += 1
-            continue
+    ``progress`` is told after each document (``children``, done, total, ``documents``).
+    A document whose parents and image pieces are unchanged keeps its children."""
+    ok = set(rows.strings(rows.where_equal(parsed["texts"], "status", DocStatus.OK.value), "doc_id"))
+    parent_ids = {d: ids for d, ids in _parents_by_doc(parents).items() if d in ok}
+    order = list(parent_ids)
+    before = rows.doc_values(previous, "doc_fingerprint")
+    retry = _llm_retry_docs(tools, previous)
+    kept = {
+        d
+        for d, ids in parent_ids.items()
+        if before.get(d) == {(doc_fingerprint(ids, image_pieces.get(d, [])),)} and d not in retry
+    }
+    todo = [d for d in order if d not in kept]
+    texts = {t.doc_id: t for t in ok_texts(parsed, todo)}
+    blocks = blocks_by_doc(parsed["blocks"], todo)
+    todo_parents: dict[str, list[ParentBlock]] = {}
+    for p in schemas.from_table(rows.of_docs(parents, todo), ParentBlock):
+        todo_parents.setdefault(p.doc_id, []).append(p)
+    new_rows: list[dict[str, Any]] = []
+    stats = ChunkStats(reused=len(kept))
+    done = len(kept)
+    for doc_id in todo:
+        if done:
+            progress("children", done, len(order), "documents")
+        text = texts[doc_id]
+        doc_parents = sorted(todo_parents.get(doc_id, []), key=lambda p: p.parent_index)
         doc_blocks = blocks.get(doc_id, [])
         plan, _ = kb.plan_for_document(text.path, text.text, text.format, doc_blocks, tools.token_counter)
         ctx = tools.context(text.text, doc_blocks)
+        images = image_pieces.get(doc_id, [])
         children = chunk_children(source_document(kb, version, text, doc_blocks), plan, doc_parents, ctx, images)
         tools.absorb(ctx)
-        rows.extend(schemas.to_rows(children, Chunk))
+        new_rows.extend(schemas.to_rows(children, Chunk))
         stats.documents += 1
-    progress("children", len(parents_by_doc), len(parents_by_doc), "documents")
-    table = pa.Table.from_pylist(rows, schema=schemas.CHILD_CHUNKS)
+        done += 1
+    progress("children", len(order), len(order), "documents")
+    carried = [rows.of_docs(previous, kept)] if previous is not None and kept else []
+    fresh = pa.Table.from_pylist(new_rows, schema=schemas.CHILD_CHUNKS)
+    table = rows.in_doc_order([*carried, fresh], order, schemas.CHILD_CHUNKS)
     _sizes(stats, table)
-    stats.image_chunks = sum(1 for t in table.column("chunk_type").to_pylist() if t in IMAGE_CHUNK_TYPES)
+    stats.image_chunks = rows.count_in(table, "chunk_type", IMAGE_CHUNK_TYPES)
     _finish(stats, tools)
     return StageResult(table, stats)

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from upath import UPath
 
+from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.discover import documents_of
 from corpus_pipeline.indexing.stats import ParseStats, StageResult
 from corpus_pipeline.kbconfig import KnowledgeBase, ParsingConfig
@@ -19,15 +20,6 @@ from corpus_pipeline.parsing import PARSER_VERSION
 from corpus_pipeline.parsing.worker import ParseJob, parse_many
 from corpus_pipeline.progress import ProgressFn, no_progress
 from corpus_pipeline.store import schemas
-
-
-def rows_by_doc(table: pa.Table | None) -> dict[str, list[dict[str, Any]]]:
-    """A table's rows grouped by ``doc_id`` (in table order)."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    if table is not None:
-        for r in table.to_pylist():
-            out.setdefault(r["doc_id"], []).append(r)
-    return out
 
 
 def stopped_by_other_limits(error: str | None, limits: ParsingConfig) -> bool:
@@ -40,9 +32,13 @@ def stopped_by_other_limits(error: str | None, limits: ParsingConfig) -> bool:
     return False
 
 
+#: The columns of a previous ``texts`` row that decide whether its parse still holds.
+_REUSE_COLUMNS = ("doc_id", "path", "content_hash", "status", "error", "parser_version")
+
+
 def _reusable(kb: KnowledgeBase, prev_texts: dict[str, dict[str, Any]], doc: Document) -> dict[str, Any] | None:
-    """The previous parse of ``doc`` when it still holds: same content hash, path and
-    parser version, and not stopped by a limit that has changed since."""
+    """The previous parse of ``doc`` (its ``_REUSE_COLUMNS``) when it still holds: same
+    content hash, path and parser version, and not stopped by a limit changed since."""
     old = prev_texts.get(doc.doc_id)
     if (
         old is not None
@@ -57,7 +53,13 @@ def _reusable(kb: KnowledgeBase, prev_texts: dict[str, dict[str, Any]], doc: Doc
 
 
 def _previous_texts(previous: dict[str, pa.Table] | None) -> dict[str, dict[str, Any]]:
-    return {r["doc_id"]: r for r in previous["texts"].to_pylist()} if previous and "texts" in previous else {}
+    """The previous run's ``_REUSE_COLUMNS`` by document (not its texts: they are carried
+    over as Arrow rows, ``indexing.rows``)."""
+    if not previous or "texts" not in previous:
+        return {}
+    texts = previous["texts"]
+    cols = [c for c in _REUSE_COLUMNS if c in texts.column_names]
+    return {r["doc_id"]: r for r in texts.select(cols).to_pylist()}
 
 
 def documents_to_parse(kb: KnowledgeBase, documents: pa.Table, previous: dict[str, pa.Table] | None) -> list[Document]:
@@ -99,20 +101,19 @@ def merge_parsed(
     ``parsed`` (the batches' results, any order) or carried over from ``previous``.
     Failures are rows with ``status=FAILED`` and the error."""
     prev_texts = _previous_texts(previous)
-    prev_blocks = rows_by_doc(previous.get("blocks")) if previous else {}
-    prev_images = rows_by_doc(previous.get("images")) if previous else {}
     fresh = {p.doc_id: p for p in parsed}
+    order: list[str] = []
+    kept: list[str] = []
     texts: list[dict[str, Any]] = []
     blocks: list[dict[str, Any]] = []
     images: list[dict[str, Any]] = []
     stats = ParseStats()
     for doc in documents_of(documents):
         stats.documents += 1
+        order.append(doc.doc_id)
         old = None if doc.doc_id in fresh else _reusable(kb, prev_texts, doc)
         if old is not None:
-            texts.append(old)
-            blocks.extend(prev_blocks.get(doc.doc_id, []))
-            images.extend(prev_images.get(doc.doc_id, []))
+            kept.append(doc.doc_id)
             stats.reused += 1
             if old["status"] != DocStatus.OK.value:
                 stats.failed.append({"path": doc.path, "error": old["error"] or "unknown error"})
@@ -133,14 +134,17 @@ def merge_parsed(
         texts.extend(schemas.to_rows([text], DocumentText))
         blocks.extend(schemas.to_rows(result.blocks, Block))
         images.extend(schemas.to_rows(result.images, ExtractedImage))
-    tables = {
-        "texts": pa.Table.from_pylist(texts, schema=schemas.TEXTS),
-        "blocks": pa.Table.from_pylist(blocks, schema=schemas.BLOCKS),
-        "images": pa.Table.from_pylist(images, schema=schemas.IMAGES),
-    }
-    stats.blocks = len(blocks)
-    stats.block_types = dict(sorted(Counter(b["block_type"] for b in blocks).items()))
-    stats.images = len(images)
+    tables = {}
+    for name, new_rows, schema in (
+        ("texts", texts, schemas.TEXTS),
+        ("blocks", blocks, schemas.BLOCKS),
+        ("images", images, schemas.IMAGES),
+    ):
+        carried = [rows.of_docs(previous[name], kept)] if previous and name in previous and kept else []
+        tables[name] = rows.in_doc_order([*carried, pa.Table.from_pylist(new_rows, schema=schema)], order, schema)
+    stats.blocks = tables["blocks"].num_rows
+    stats.block_types = dict(sorted(Counter(rows.strings(tables["blocks"], "block_type")).items()))
+    stats.images = tables["images"].num_rows
     return StageResult(tables, stats)
 
 
@@ -170,16 +174,20 @@ def parse_documents(
     return result
 
 
-def blocks_by_doc(blocks: pa.Table) -> dict[str, list[Block]]:
-    """The parsed blocks of every document, in reading order."""
+def blocks_by_doc(blocks: pa.Table, doc_ids: Collection[str] | None = None) -> dict[str, list[Block]]:
+    """The parsed blocks of every document (of ``doc_ids`` only, when given), in reading
+    order."""
     out: dict[str, list[Block]] = {}
-    for b in schemas.from_table(blocks, Block):
+    for b in schemas.from_table(blocks if doc_ids is None else rows.of_docs(blocks, doc_ids), Block):
         out.setdefault(b.doc_id, []).append(b)
     for bl in out.values():
         bl.sort(key=lambda b: b.block_index)
     return out
 
 
-def ok_texts(parsed: dict[str, pa.Table]) -> list[DocumentText]:
-    """The documents that parsed, with their canonical text."""
-    return [t for t in schemas.from_table(parsed["texts"], DocumentText) if t.status == DocStatus.OK.value]
+def ok_texts(parsed: dict[str, pa.Table], doc_ids: Collection[str] | None = None) -> list[DocumentText]:
+    """The documents that parsed (of ``doc_ids`` only, when given), with their canonical
+    text, in table order."""
+    texts = parsed["texts"]
+    texts = rows.where_equal(texts, "status", DocStatus.OK.value)
+    return schemas.from_table(texts if doc_ids is None else rows.of_docs(texts, doc_ids), DocumentText)

@@ -1,0 +1,93 @@
+"""Columnar incremental reuse: how a stage carries a partition's previous rows over.
+
+A stage decides which documents keep their previous rows from a few small key columns
+(``doc_values``), carries those rows over as Arrow slices (``of_docs``), builds Python
+records only for the documents it processes, and puts the two together in document order
+(``in_doc_order``). Nothing turns the whole previous partition into Python objects, so a
+one-document change costs one document's work plus a few column scans, not the KB's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_RANK = "__doc_rank"
+
+
+def doc_values(table: pa.Table | None, *columns: str) -> dict[str, set[tuple[Any, ...]]]:
+    """The distinct values of ``columns`` among each document's rows (by ``doc_id``): a
+    document keeps its rows when this set is exactly the one value it has now."""
+    out: dict[str, set[tuple[Any, ...]]] = {}
+    if table is None or table.num_rows == 0:
+        return out
+    names = [c for c in columns if c in table.column_names]
+    values = [table.column(c).to_pylist() for c in names]
+    missing = [None] * table.num_rows
+    cols = [values[names.index(c)] if c in names else missing for c in columns]
+    for doc_id, *vals in zip(table.column("doc_id").to_pylist(), *cols, strict=True):
+        out.setdefault(doc_id, set()).add(tuple(vals))
+    return out
+
+
+def strings(table: pa.Table, column: str) -> list[str]:
+    """A string column as Python strings (null as "")."""
+    return [str(v) if v is not None else "" for v in table.column(column).to_pylist()]
+
+
+def where_equal(table: pa.Table, column: str, value: str) -> pa.Table:
+    """The rows of ``table`` whose ``column`` is ``value``."""
+    return table.filter(pc.equal(table.column(column), pa.scalar(value, pa.string())))
+
+
+def count_in(table: pa.Table, column: str, values: Collection[str]) -> int:
+    """How many rows of ``table`` have their ``column`` in ``values``."""
+    if table.num_rows == 0:
+        return 0
+    hits = pc.is_in(table.column(column), value_set=pa.array(sorted(values), pa.string()))
+    return int(pc.sum(hits.cast(pa.int64())).as_py() or 0)
+
+
+def column_max(table: pa.Table, column: str) -> int:
+    """The largest value of an integer ``column`` (0 for an empty table)."""
+    return int(pc.max(table.column(column)).as_py() or 0) if table.num_rows else 0
+
+
+def docs_containing(table: pa.Table | None, column: str, needle: str) -> set[str]:
+    """The documents with a row whose ``column`` (a string) contains ``needle``."""
+    if table is None or table.num_rows == 0 or column not in table.column_names:
+        return set()
+    hit: Any = pc.fill_null(pc.match_substring(table.column(column).cast(pa.string()), needle), pa.scalar(False))
+    return set(strings(table.filter(hit), "doc_id"))
+
+
+def of_docs(table: pa.Table, doc_ids: Collection[str]) -> pa.Table:
+    """The rows of ``table`` whose ``doc_id`` is in ``doc_ids`` (table order kept)."""
+    if not doc_ids or table.num_rows == 0:
+        return table.slice(0, 0)
+    return table.filter(pc.is_in(table.column("doc_id"), value_set=pa.array(list(doc_ids), pa.string())))
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns, in its order and types: a column an
+    older release did not write is null (as ``Table.from_pylist`` would make it)."""
+    cols = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def in_doc_order(parts: Sequence[pa.Table], order: Sequence[str], schema: pa.Schema) -> pa.Table:
+    """``parts`` (of ``schema``) concatenated, rows ordered by their document's place in
+    ``order``; a document's rows keep their order (the sort is stable). Rows of
+    documents not in ``order`` are dropped."""
+    table = pa.concat_tables([conform(p, schema) for p in parts]) if parts else schema.empty_table()
+    if table.num_rows == 0:
+        return table.combine_chunks()
+    rank = pc.index_in(table.column("doc_id"), value_set=pa.array(list(order), pa.string()))
+    table = table.append_column(_RANK, rank).filter(pc.is_valid(rank))
+    return table.take(pc.sort_indices(table, sort_keys=[(_RANK, "ascending")])).drop_columns([_RANK]).combine_chunks()
