@@ -139,7 +139,8 @@ def embed_plan(
     (``indexing.batches``): one step each."""
     kb_name, version = split_key(context.partition_key)
     emb = corpus.kb_at_version(kb_name, version).config.embedding
-    todo = indexing.texts_to_embed(child_chunks, emb, corpus.embedding_cache())
+    previous = corpus.previous("chunk_embeddings", kb_name, version)
+    todo = indexing.texts_to_embed(child_chunks, emb, corpus.embedding_cache(), previous)
     parts = batches.split(todo, corpus.batch_workers, corpus.batch_rule("embed")) or [[]]
     context.log.info(f"{len(todo)} of {child_chunks.num_rows} chunk text(s) to embed, in {len(parts)} batch(es)")
     for i, part in enumerate(parts):
@@ -163,7 +164,10 @@ def embed_merge(
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     fresh = {h: v for part in parts for h, v in part.items()}
-    result = indexing.embed_chunks(child_chunks, kb.config.embedding, cache=corpus.embedding_cache(), fresh=fresh)
+    previous = corpus.previous("chunk_embeddings", kb_name, version)
+    result = indexing.embed_chunks(
+        child_chunks, kb.config.embedding, cache=corpus.embedding_cache(), fresh=fresh, previous=previous
+    )
     remove_staging(corpus.home, context.run_id, "chunk_embeddings")
     table = result.table
     outcomes = quality_outcomes("chunk_embeddings", kb, context.partition_key, embeddings=table, children=child_chunks)

@@ -9,9 +9,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_pipeline.embedding import EmbeddingCache, EmbeddingConfig, embed_with_cache, open_embedder
 from corpus_pipeline.embedding.cache import Embedder, text_hash
+from corpus_pipeline.errors import StoreError
+from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.stats import EmbedStats, StageResult
 from corpus_pipeline.progress import ProgressFn
 from corpus_pipeline.store import schemas
@@ -58,12 +61,33 @@ class _Reporting:
             closer()
 
 
-def texts_to_embed(children: pa.Table, config: EmbeddingConfig, cache: EmbeddingCache | None) -> list[str]:
-    """The distinct texts of ``children`` this model has no cached vector for (first-seen
-    order): the work of a run's embed, which the ``chunk_embeddings`` asset splits into
-    batches (``embed_batch``)."""
-    texts = [str(t) for t in children.column("text").to_pylist()]
-    hashes = [str(h) for h in children.column("text_hash").to_pylist()]
+def previous_vectors(previous: pa.Table | None, model: str) -> pa.Table | None:
+    """The ``text_hash`` and ``vector`` of this partition's previous embeddings made by
+    ``model`` (its ``vector_key``), or None: what a re-run takes its unchanged chunks'
+    vectors from, as Arrow, before it asks the cache."""
+    if previous is None or previous.num_rows == 0 or "model" not in previous.column_names:
+        return None
+    prev = rows.where_equal(previous, "model", model).select(["text_hash", "vector"])
+    return prev if prev.num_rows else None
+
+
+def _not_in(children: pa.Table, prev: pa.Table | None) -> pa.Table:
+    """The rows of ``children`` whose text has no vector in ``prev``."""
+    if prev is None:
+        return children
+    found: Any = pc.is_in(children.column("text_hash"), value_set=prev.column("text_hash").combine_chunks())
+    return children.filter(pc.invert(found))
+
+
+def texts_to_embed(
+    children: pa.Table, config: EmbeddingConfig, cache: EmbeddingCache | None, previous: pa.Table | None = None
+) -> list[str]:
+    """The distinct texts of ``children`` this model has no vector for, neither in this
+    partition's ``previous`` embeddings nor in the cache (first-seen order): the work of a
+    run's embed, which the ``chunk_embeddings`` asset splits into batches (``embed_batch``)."""
+    need = _not_in(children, previous_vectors(previous, config.vector_key))
+    texts = rows.strings(need, "text")
+    hashes = rows.strings(need, "text_hash")
     found = cache.get_many(config.vector_key, hashes) if cache else {}
     first = dict(zip(hashes, texts, strict=True))
     return [first[h] for h in first if h not in found]
@@ -94,31 +118,57 @@ def embed_chunks(
     cache: EmbeddingCache | None,
     progress: ProgressFn | None = None,
     fresh: Mapping[str, np.ndarray] | None = None,
+    previous: pa.Table | None = None,
 ) -> StageResult:
-    """One passage vector per child; ``model`` is the name the vectors are cached under.
-    ``fresh``: the vectors the run's batches computed (``embed_batch``), by text hash;
-    whatever is in neither ``fresh`` nor the cache is embedded here, ``progress`` told
-    as it goes (``embed``, done, total, ``chunks``)."""
-    texts = [str(t) for t in children.column("text").to_pylist()]
+    """One passage vector per child, cached under the model's ``vector_key``.
+
+    A chunk whose text has a vector in this partition's ``previous`` embeddings keeps it
+    (taken as Arrow, no row turned into Python); the others come from ``fresh`` (the
+    vectors the run's batches computed, ``embed_batch``, by text hash), else the cache,
+    else are embedded here, ``progress`` told as it goes (``embed``, done, total,
+    ``chunks``)."""
     model = config.vector_key
+    prev = previous_vectors(previous, model)
+    need = _not_in(children, prev)
 
     def opener() -> Embedder:
         embedder = open_embedder(config)
         return embedder if progress is None else _Reporting(embedder, config, progress)
 
-    vecs, embedded, reused = embed_with_cache(texts, opener, cache, model_name=model, known=fresh)
+    texts = rows.strings(need, "text")
+    if prev is not None and not texts:
+        vecs, embedded = np.zeros((0, prev.column("vector").type.list_size), dtype=np.float32), 0
+    else:
+        vecs, embedded, _ = embed_with_cache(texts, opener, cache, model_name=model, known=fresh)
     dim = int(vecs.shape[1])
-    flat = pa.array(vecs.reshape(-1), type=pa.float32())
+    new = pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), type=pa.float32()), dim)
+    if prev is None or need.num_rows == children.num_rows:
+        vector: Any = new
+    elif prev.column("vector").type.list_size != dim:
+        raise StoreError(
+            f"the previous vectors of model {model!r} have {prev.column('vector').type.list_size} dimensions, "
+            f"its new ones {dim}: the model changed under the same name; give it a new name in kb.yaml"
+        )
+    else:
+        # Each row's place in [previous vectors ++ new vectors]: a hit its previous row,
+        # a miss the next new vector (new vectors are in ``need``'s order, the table's).
+        at: Any = pc.index_in(children.column("text_hash"), value_set=prev.column("text_hash").combine_chunks())
+        miss = np.asarray(pc.is_null(at).to_numpy(zero_copy_only=False), dtype=bool)
+        place = np.asarray(pc.fill_null(at, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        place[miss] = prev.num_rows + np.arange(int(miss.sum()), dtype=np.int64)
+        both: Any = pa.concat_arrays([prev.column("vector").combine_chunks().cast(new.type), new])
+        vector = both.take(pa.array(place))
     table = pa.table(
         {
             "chunk_id": children.column("chunk_id").combine_chunks(),
-            "model": pa.array([model] * len(texts), pa.string()),
+            "model": pa.array([model] * children.num_rows, pa.string()),
             "text_hash": children.column("text_hash").combine_chunks(),
-            "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
+            "vector": vector,
         },
         schema=schemas.embeddings_schema(dim),
     )
-    return StageResult(table, EmbedStats(model=model, embedded=embedded, reused=reused, dimension=dim))
+    stats = EmbedStats(model=model, embedded=embedded, reused=children.num_rows - embedded, dimension=dim)
+    return StageResult(table, stats)
 
 
 def vectors_of(embeddings: pa.Table) -> np.ndarray:

@@ -41,3 +41,41 @@ def test_a_fully_cached_run_never_loads_the_model(tmp_path):
 
     vecs, embedded, reused = embed_with_cache(["yy", "x"], must_not_load, cache, model_name="counting")
     assert (embedded, reused, vecs.shape) == (0, 2, (2, 3))
+
+
+def _children(texts):
+    import pyarrow as pa
+
+    from corpus_pipeline.embedding.cache import text_hash
+
+    return pa.table(
+        {
+            "chunk_id": [f"c{i}" for i in range(len(texts))],
+            "text": texts,
+            "text_hash": [text_hash(t) for t in texts],
+        }
+    )
+
+
+def test_a_re_embed_takes_unchanged_vectors_from_the_previous_partition(tmp_path):
+    """``embed_chunks`` with ``previous``: the chunks whose text has a vector there keep it
+    (not asked of the cache or the model); the others are embedded over real HTTP; the
+    table equals a run without ``previous`` row for row."""
+    from corpus_pipeline.embedding import EmbeddingConfig
+    from corpus_pipeline.indexing import embed_chunks, texts_to_embed
+    from support.openai_server import OpenAIServer, embeddings_handler
+
+    with OpenAIServer(handler=embeddings_handler(16)) as server:
+        config = EmbeddingConfig(provider="openai", base_url=server.base_url, model="m", max_retries=0)
+        first = embed_chunks(_children(["alpha", "beta", "gamma"]), config, cache=None).table
+        asked = len(server.calls("/v1/embeddings"))
+        edited = _children(["gamma", "delta", "alpha", "gamma"])
+        assert texts_to_embed(edited, config, None, first) == ["delta"]
+        again = embed_chunks(edited, config, cache=None, previous=first)
+        sent = [r.body["input"] for r in server.calls("/v1/embeddings")[asked:]]
+        assert sent == [["delta"]]
+        assert (again.stats.embedded, again.stats.reused) == (1, 3)
+        whole = embed_chunks(edited, config, cache=None).table
+    assert again.table.equals(whole)
+    by_hash = dict(zip(first["text_hash"].to_pylist(), first["vector"].to_pylist(), strict=True))
+    assert again.table["vector"].to_pylist()[2] == by_hash[edited["text_hash"][2].as_py()]
