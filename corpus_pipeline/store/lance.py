@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_pipeline.errors import StoreError
 from corpus_pipeline.retrieval.settings import ANN_MIN_ROWS
@@ -124,18 +125,27 @@ def search_rows(chunks: pa.Table, vectors: np.ndarray, *, keywords: bool = True)
             cols[f.name] = chunks.column(f.name).cast(f.type)
     table = pa.table(cols, schema=schema)
     # (keyword_text is a function of text, and the analyser's version is SEARCH_TABLE_VERSION's)
-    values = table.drop_columns(["vector"]).to_pylist()
-    hashes = [
-        hashlib.blake2b(
-            json.dumps(v, sort_keys=True, default=str, ensure_ascii=False).encode() + vecs[i].tobytes(), digest_size=16
-        ).hexdigest()
-        for i, v in enumerate(values)
-    ]
-    table = table.append_column(ROW_HASH_COLUMN, pa.array(hashes, pa.string()))
+    table = table.append_column(ROW_HASH_COLUMN, pa.array(_row_hashes(table, vecs), pa.string()))
     if len(table):
         mean = vecs.astype(np.float64).mean(axis=0)
         table = table.replace_schema_metadata({VECTOR_MEAN_KEY: json.dumps([round(float(x), 7) for x in mean])})
     return with_keywords(table) if keywords else table
+
+
+def _row_hashes(table: pa.Table, vecs: np.ndarray) -> list[str]:
+    """A hash of each row's values and vector: its columns (but ``vector``) as text, joined
+    by Arrow (a null is "\\x00", not ""), then the vector's bytes."""
+    cols: list[Any] = [
+        pc.fill_null(table.column(f.name).cast(pa.string()), pa.scalar("\x00"))
+        for f in table.schema
+        if f.name != "vector"
+    ]
+    if not cols or table.num_rows == 0:
+        return []
+    joined = pc.binary_join_element_wise(*cols, "\x1f").to_pylist()
+    return [
+        hashlib.blake2b(str(v).encode() + vecs[i].tobytes(), digest_size=16).hexdigest() for i, v in enumerate(joined)
+    ]
 
 
 def with_keywords(table: pa.Table) -> pa.Table:
