@@ -72,7 +72,7 @@ def test_a_table_is_cut_at_document_boundaries_and_reads_back_in_order(root):
     assert read_partition(folder).equals(table)
 
 
-def test_a_one_document_edit_writes_one_file_not_the_partition(root):
+def test_a_one_document_edit_writes_one_file_not_the_partition(root, monkeypatch):
     folder = root / "child_chunks" / "kb=a" / "strategy_version=v1"
     table = _docs(400)
     write_partition(folder, table, docs_per_file=16)
@@ -88,10 +88,14 @@ def test_a_one_document_edit_writes_one_file_not_the_partition(root):
             ],
         }
     )
+    encoded = []
+    real_encode = parquet._encode
+    monkeypatch.setattr(parquet, "_encode", lambda t: encoded.append(t.num_rows) or real_encode(t))
     write_partition(folder, edited, docs_per_file=16)
     after = set(partition_files(folder)["data"])
     written = read_manifest(folder)["written"]
     assert written["files"] == 1 and len(after - before) == 1 and len(before - after) == 1
+    assert len(encoded) == 1  # the unchanged batches are known by their Arrow content: not encoded again
     assert written["bytes"] < sum(len(p.read_bytes()) for p in after) / 5
     assert read_partition(folder).equals(edited)
     assert {p.name for p in after} == {n for n in _names(folder) if n.endswith(".parquet")}  # old one deleted

@@ -85,6 +85,17 @@ def batches(table: pa.Table, every: int = DOCS_PER_FILE, max_rows: int = MAX_FIL
     return out
 
 
+def _content_key(table: pa.Table) -> str:
+    """A hash of a batch's Arrow IPC form (schema and buffers, a memory copy, no encoding):
+    a batch whose key a previous write recorded is that file, not encoded again. Two equal
+    batches laid out differently in memory get two keys: then the batch is encoded and its
+    bytes' hash names it as before (never a wrong file, at worst one more encoding)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return hashlib.blake2b(memoryview(sink.getvalue()), digest_size=16).hexdigest()
+
+
 def _encode(table: pa.Table) -> bytes:
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="zstd")
@@ -112,14 +123,23 @@ def write_partition(
     _recover(folder)
     folder.mkdir(parents=True, exist_ok=True)
     present = {p.name for p in _list(folder)}
+    known = read_manifest(folder).get("keys") or {}
+    keys: dict[str, str] = {}
     files: dict[str, list[str]] = {}
     written_files = written_bytes = 0
     for name, table in tables.items():
         names = files.setdefault(name, [])
         for batch in batches(table, every):
+            key = f"{name}:{_content_key(batch)}"
+            fname = str(known.get(key, ""))
+            if fname in present:
+                names.append(fname)  # an unchanged batch: not encoded, not written
+                keys[key] = fname
+                continue
             data = _encode(batch)
             fname = f"{name}-{hashlib.blake2b(data, digest_size=8).hexdigest()}.parquet"
             names.append(fname)  # (twice if two batches are byte-identical: read twice, as written)
+            keys[key] = fname
             if fname not in present:
                 put_bytes(folder / fname, data)
                 present.add(fname)
@@ -130,6 +150,7 @@ def write_partition(
         "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "rows": {name: t.num_rows for name, t in tables.items()},
         "files": files,
+        "keys": keys,
         "written": {"files": written_files, "bytes": written_bytes},
     }
     put_bytes(folder / MANIFEST, json.dumps(info, indent=2, sort_keys=True, default=str).encode("utf-8"))
