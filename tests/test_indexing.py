@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
+
 from corpus_pipeline import indexing
 from corpus_pipeline.chunking.context import ContextFactory
+from corpus_pipeline.indexing import rows
 from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.versioning import strategy_version
 
@@ -125,10 +128,12 @@ def test_overlapping_parents_never_yield_the_same_child_twice(tmp_path):
     assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())  # nothing lost either
 
 
-def test_incremental_tables_equal_a_rebuild_row_for_row(tmp_path):
-    """Rows carried over as Arrow slices (``indexing.rows``) and rows built anew come out
-    in the order, and with the values, of a rebuild from nothing: an edit in the middle,
-    a deletion, an addition and a failed document."""
+@pytest.mark.parametrize("group", [256, 2])
+def test_incremental_tables_equal_a_rebuild_row_for_row(tmp_path, monkeypatch, group):
+    """Rows carried over as Arrow slices (``indexing.rows``) and rows built anew, a group
+    of documents at a time, come out in the order, and with the values, of a rebuild from
+    nothing: an edit in the middle, a deletion, an addition and a failed document."""
+    monkeypatch.setattr(rows, "GROUP_DOCS", group)
     d = tmp_path / "kb"
     d.mkdir()
     for i in range(6):

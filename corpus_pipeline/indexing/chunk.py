@@ -94,25 +94,26 @@ def build_parent_blocks(
     retry = _llm_retry_docs(tools, previous)
     kept = {d for d, h, path in now if before.get(d) == {(h, path)} and d not in retry}
     todo = [d for d in order if d not in kept]
-    blocks = blocks_by_doc(parsed["blocks"], todo)
-    new_rows: list[dict[str, Any]] = []
+    parts = [rows.of_docs(previous, kept)] if previous is not None and kept else []
     stats = ChunkStats(reused=len(kept))
     done = len(kept)
-    for text in ok_texts(parsed, todo):
-        if done:
-            progress("parents", done, len(order), "documents")
-        doc_blocks = blocks.get(text.doc_id, [])
-        plan, reasons = kb.plan_for_document(text.path, text.text, text.format, doc_blocks, tools.token_counter)
-        ctx = tools.context(text.text, doc_blocks)
-        parents = chunk_parents(source_document(kb, version, text, doc_blocks), plan, ctx, plan_reasons=reasons)
-        tools.absorb(ctx)
-        new_rows.extend(schemas.to_rows(parents, ParentBlock))
-        stats.documents += 1
-        done += 1
+    for group in rows.groups(todo):
+        blocks = blocks_by_doc(parsed["blocks"], group)
+        new_rows: list[dict[str, Any]] = []
+        for text in ok_texts(parsed, group):
+            if done:
+                progress("parents", done, len(order), "documents")
+            doc_blocks = blocks.get(text.doc_id, [])
+            plan, reasons = kb.plan_for_document(text.path, text.text, text.format, doc_blocks, tools.token_counter)
+            ctx = tools.context(text.text, doc_blocks)
+            parents = chunk_parents(source_document(kb, version, text, doc_blocks), plan, ctx, plan_reasons=reasons)
+            tools.absorb(ctx)
+            new_rows.extend(schemas.to_rows(parents, ParentBlock))
+            stats.documents += 1
+            done += 1
+        parts.append(pa.Table.from_pylist(new_rows, schema=schemas.PARENT_BLOCKS))
     progress("parents", len(order), len(order), "documents")
-    carried = [rows.of_docs(previous, kept)] if previous is not None and kept else []
-    fresh = pa.Table.from_pylist(new_rows, schema=schemas.PARENT_BLOCKS)
-    table = rows.in_doc_order([*carried, fresh], order, schemas.PARENT_BLOCKS)
+    table = rows.in_doc_order(parts, order, schemas.PARENT_BLOCKS)
     _sizes(stats, table)
     _finish(stats, tools)
     return StageResult(table, stats)
@@ -152,32 +153,33 @@ def build_child_chunks(
         if before.get(d) == {(doc_fingerprint(ids, image_pieces.get(d, [])),)} and d not in retry
     }
     todo = [d for d in order if d not in kept]
-    texts = {t.doc_id: t for t in ok_texts(parsed, todo)}
-    blocks = blocks_by_doc(parsed["blocks"], todo)
-    todo_parents: dict[str, list[ParentBlock]] = {}
-    for p in schemas.from_table(rows.of_docs(parents, todo), ParentBlock):
-        todo_parents.setdefault(p.doc_id, []).append(p)
-    new_rows: list[dict[str, Any]] = []
+    parts = [rows.of_docs(previous, kept)] if previous is not None and kept else []
     stats = ChunkStats(reused=len(kept))
     done = len(kept)
-    for doc_id in todo:
-        if done:
-            progress("children", done, len(order), "documents")
-        text = texts[doc_id]
-        doc_parents = sorted(todo_parents.get(doc_id, []), key=lambda p: p.parent_index)
-        doc_blocks = blocks.get(doc_id, [])
-        plan, _ = kb.plan_for_document(text.path, text.text, text.format, doc_blocks, tools.token_counter)
-        ctx = tools.context(text.text, doc_blocks)
-        images = image_pieces.get(doc_id, [])
-        children = chunk_children(source_document(kb, version, text, doc_blocks), plan, doc_parents, ctx, images)
-        tools.absorb(ctx)
-        new_rows.extend(schemas.to_rows(children, Chunk))
-        stats.documents += 1
-        done += 1
+    for group in rows.groups(todo):
+        texts = {t.doc_id: t for t in ok_texts(parsed, group)}
+        blocks = blocks_by_doc(parsed["blocks"], group)
+        group_parents: dict[str, list[ParentBlock]] = {}
+        for p in schemas.from_table(rows.of_docs(parents, group), ParentBlock):
+            group_parents.setdefault(p.doc_id, []).append(p)
+        new_rows: list[dict[str, Any]] = []
+        for doc_id in group:
+            if done:
+                progress("children", done, len(order), "documents")
+            text = texts[doc_id]
+            doc_parents = sorted(group_parents.get(doc_id, []), key=lambda p: p.parent_index)
+            doc_blocks = blocks.get(doc_id, [])
+            plan, _ = kb.plan_for_document(text.path, text.text, text.format, doc_blocks, tools.token_counter)
+            ctx = tools.context(text.text, doc_blocks)
+            images = image_pieces.get(doc_id, [])
+            children = chunk_children(source_document(kb, version, text, doc_blocks), plan, doc_parents, ctx, images)
+            tools.absorb(ctx)
+            new_rows.extend(schemas.to_rows(children, Chunk))
+            stats.documents += 1
+            done += 1
+        parts.append(pa.Table.from_pylist(new_rows, schema=schemas.CHILD_CHUNKS))
     progress("children", len(order), len(order), "documents")
-    carried = [rows.of_docs(previous, kept)] if previous is not None and kept else []
-    fresh = pa.Table.from_pylist(new_rows, schema=schemas.CHILD_CHUNKS)
-    table = rows.in_doc_order([*carried, fresh], order, schemas.CHILD_CHUNKS)
+    table = rows.in_doc_order(parts, order, schemas.CHILD_CHUNKS)
     _sizes(stats, table)
     stats.image_chunks = rows.count_in(table, "chunk_type", IMAGE_CHUNK_TYPES)
     _finish(stats, tools)

@@ -104,9 +104,15 @@ def merge_parsed(
     fresh = {p.doc_id: p for p in parsed}
     order: list[str] = []
     kept: list[str] = []
-    texts: list[dict[str, Any]] = []
-    blocks: list[dict[str, Any]] = []
-    images: list[dict[str, Any]] = []
+    names = {"texts": schemas.TEXTS, "blocks": schemas.BLOCKS, "images": schemas.IMAGES}
+    new_rows: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    parts: dict[str, list[pa.Table]] = {name: [] for name in names}
+
+    def flush() -> None:  # new rows into Arrow, a group of documents at a time (not the KB's as dicts)
+        for name, schema in names.items():
+            parts[name].append(pa.Table.from_pylist(new_rows[name], schema=schema))
+            new_rows[name] = []
+
     stats = ParseStats()
     for doc in documents_of(documents):
         stats.documents += 1
@@ -131,17 +137,16 @@ def merge_parsed(
             doc.doc_id, doc.path, doc.format, doc.content_hash, result.status, result.error, result.text,
             len(result.blocks), len(result.images), PARSER_VERSION,
         )  # fmt: skip
-        texts.extend(schemas.to_rows([text], DocumentText))
-        blocks.extend(schemas.to_rows(result.blocks, Block))
-        images.extend(schemas.to_rows(result.images, ExtractedImage))
+        new_rows["texts"].extend(schemas.to_rows([text], DocumentText))
+        new_rows["blocks"].extend(schemas.to_rows(result.blocks, Block))
+        new_rows["images"].extend(schemas.to_rows(result.images, ExtractedImage))
+        if stats.parsed % rows.GROUP_DOCS == 0:
+            flush()
+    flush()
     tables = {}
-    for name, new_rows, schema in (
-        ("texts", texts, schemas.TEXTS),
-        ("blocks", blocks, schemas.BLOCKS),
-        ("images", images, schemas.IMAGES),
-    ):
+    for name, schema in names.items():
         carried = [rows.of_docs(previous[name], kept)] if previous and name in previous and kept else []
-        tables[name] = rows.in_doc_order([*carried, pa.Table.from_pylist(new_rows, schema=schema)], order, schema)
+        tables[name] = rows.in_doc_order([*carried, *parts[name]], order, schema)
     stats.blocks = tables["blocks"].num_rows
     stats.block_types = dict(sorted(Counter(rows.strings(tables["blocks"], "block_type")).items()))
     stats.images = tables["images"].num_rows

@@ -16,6 +16,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 _RANK = "__doc_rank"
+#: Documents a stage turns into Python records at a time (then into Arrow): what it holds
+#: as objects is one group's, not the KB's.
+GROUP_DOCS = 256
+
+
+def groups(doc_ids: Sequence[str], size: int | None = None) -> list[list[str]]:
+    """``doc_ids`` in consecutive groups of ``size`` (``GROUP_DOCS``), in order."""
+    n = size or GROUP_DOCS
+    return [list(doc_ids[i : i + n]) for i in range(0, len(doc_ids), n)]
 
 
 def doc_values(table: pa.Table | None, *columns: str) -> dict[str, set[tuple[Any, ...]]]:
