@@ -180,6 +180,10 @@ class Partition:
         return 0 if self._children is None else len(self._children)
 
 
+#: Vectors checked at a time (in float64): bounds the check's memory, not the table's size.
+VECTOR_BLOCK_ROWS = 16_384
+
+
 def vector_columns(vectors: Any) -> pd.DataFrame:
     """Per row: ``_dim`` (NaN for a null vector), ``_nonfinite`` (NaN/inf values) and
     ``_norm`` (L2 norm over the finite values)."""
@@ -195,12 +199,12 @@ def vector_columns(vectors: Any) -> pd.DataFrame:
     norms = np.full(n, np.nan)
     if pa.types.is_fixed_size_list(arr.type) and arr.offset == 0 and n:
         d = arr.type.list_size
-        m = np.asarray(cast(Any, arr).values.slice(0, n * d).to_numpy(zero_copy_only=False), dtype=np.float64).reshape(
-            n, d
-        )
-        finite = np.isfinite(m)
-        nonfinite = (~finite).sum(axis=1).astype(float)
-        norms = np.linalg.norm(np.where(finite, m, 0.0), axis=1)
+        flat = np.asarray(cast(Any, arr).values.slice(0, n * d).to_numpy(zero_copy_only=False)).reshape(n, d)
+        for start in range(0, n, VECTOR_BLOCK_ROWS):  # (in float64 a block at a time: not a copy of them all)
+            m = flat[start : start + VECTOR_BLOCK_ROWS].astype(np.float64)
+            finite = np.isfinite(m)
+            nonfinite[start : start + len(m)] = (~finite).sum(axis=1)
+            norms[start : start + len(m)] = np.linalg.norm(np.where(finite, m, 0.0), axis=1)
         return pd.DataFrame(
             {"_dim": dims, "_nonfinite": np.where(valid, nonfinite, np.nan), "_norm": np.where(valid, norms, np.nan)}
         )

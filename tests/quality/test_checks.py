@@ -315,3 +315,21 @@ def test_an_empty_partition_fails_only_the_document_coverage():
     outcomes = _by_name(check_child_chunks(empty_children, _parents(), _texts(), THRESHOLDS))
     assert {n for n, o in outcomes.items() if not o.passed} == {"documents_have_chunks"}
     assert outcomes["documents_have_chunks"].failed == 2
+
+
+def test_vector_columns_are_the_same_computed_a_block_at_a_time(monkeypatch):
+    """``vector_columns`` converts vectors to float64 a block at a time (its memory must
+    not grow with the partition): the per-row figures do not depend on the block size."""
+    import numpy as np
+    import pyarrow as pa
+
+    from corpus_pipeline.quality import partition
+
+    rows = [[3.0, 4.0], [float("nan"), 1.0], [0.0, 0.0], [float("inf"), float("-inf")], [1.0, 0.0]]
+    arr = pa.FixedSizeListArray.from_arrays(pa.array(np.array(rows, dtype=np.float32).ravel()), 2)
+    whole = partition.vector_columns(arr)
+    monkeypatch.setattr(partition, "VECTOR_BLOCK_ROWS", 2)
+    blocks = partition.vector_columns(arr)
+    assert blocks.equals(whole)
+    assert blocks["_nonfinite"].tolist() == [0, 1, 0, 2, 0]
+    assert blocks["_norm"].tolist() == [5.0, 1.0, 0.0, 0.0, 1.0]
