@@ -33,7 +33,7 @@ from assets.partitions import by_kb, kb_version_partitions, split_key
 from corpus_pipeline import indexing
 from corpus_pipeline.indexing import batches
 from corpus_pipeline.indexing.stats import StageResult
-from corpus_pipeline.store import versions
+from corpus_pipeline.store import schemas, versions
 from corpus_pipeline.store.layout import Layout
 from resources import CorpusResource, LLMResource
 from resources.batch_io import remove_staging
@@ -52,33 +52,81 @@ def _metadata(result: StageResult, rows: int) -> dict[str, Any]:
     return meta
 
 
-@asset(
-    partitions_def=kb_version_partitions,
-    group_name="chunking",
-    code_version="2",
-    kinds=PARQUET,
-    owners=OWNERS,
-    ins={"parsed_blocks": AssetIn(partition_mapping=by_kb)},
-    check_specs=CHECK_SPECS["parent_blocks"],
-    pool="llm",
-)
-def parent_blocks(
-    context: AssetExecutionContext, corpus: CorpusResource, llm: LLMResource, parsed_blocks: dict[str, pa.Table]
-) -> Iterator[Output[StageResult] | AssetCheckResult]:
-    """The parent pipeline of each document's plan: the context units search returns.
-    Documents unchanged since this partition's last run keep their parents."""
+def _chunk_work(
+    asset: str, corpus: CorpusResource, llm: LLMResource, partition_key: str, **inputs: Any
+) -> tuple[Any, str, Any, indexing.ChunkWork]:
+    """(kb, version, previous output, work) of a chunk stage's partition: which documents
+    keep their rows and which its batches chunk (the plan and the merge compute the same)."""
+    kb_name, version = split_key(partition_key)
+    kb = corpus.kb_at_version(kb_name, version)
+    previous = corpus.previous(asset, kb_name, version)
+    with corpus.tools(kb, llm.defaults()) as tools:
+        has_llm = tools.llm is not None
+    if asset == "parent_blocks":
+        work = indexing.parents_to_build(inputs["parsed_blocks"], previous, llm=has_llm)
+    else:
+        images = indexing.image_pieces_by_doc(inputs["image_descriptions"], inputs["parsed_blocks"])
+        work = indexing.children_to_build(
+            inputs["parent_blocks"], inputs["parsed_blocks"], images, previous, llm=has_llm
+        )
+    return kb, version, previous, work
+
+
+def _chunk_batches(
+    context: OpExecutionContext, corpus: CorpusResource, work: indexing.ChunkWork, total: int
+) -> Iterator[DynamicOutput[list[str]]]:
+    parts = batches.split(work.todo, corpus.batch_workers, corpus.batch_rule("chunk")) or [[]]
+    context.log.info(f"{len(work.todo)} of {total} document(s) to chunk, in {len(parts)} batch(es)")
+    for i, part in enumerate(parts):
+        yield DynamicOutput(part, mapping_key=f"b{i}")
+
+
+@op(out=DynamicOut(io_manager_key=BATCH_IO))
+def parents_plan(
+    context: OpExecutionContext, corpus: CorpusResource, llm: LLMResource, parsed_blocks: dict[str, pa.Table]
+) -> Iterator[DynamicOutput[list[str]]]:
+    """The documents whose parents must be built (new, changed, or waiting for an LLM),
+    cut into batches (``indexing.batches``): one step each."""
+    _kb, _v, _prev, work = _chunk_work("parent_blocks", corpus, llm, context.partition_key, parsed_blocks=parsed_blocks)
+    yield from _chunk_batches(context, corpus, work, len(work.order))
+
+
+@op(out=Out(io_manager_key=BATCH_IO), retry_policy=BATCH_RETRY, pool="llm")
+def parents_batch(
+    context: OpExecutionContext,
+    corpus: CorpusResource,
+    llm: LLMResource,
+    parsed_blocks: dict[str, pa.Table],
+    doc_ids: list[str],
+) -> StageResult:
+    """The parents of one batch of documents, each by its plan; a failure of the step is
+    retried for this batch alone. LLM strategies share the ``llm`` concurrency pool."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
-    previous = corpus.previous("parent_blocks", kb_name, version)
     with corpus.tools(kb, llm.defaults()) as tools:
-        result = indexing.build_parent_blocks(
-            kb, version, parsed_blocks, previous, tools, progress=progress_log(context)
-        )
+        return indexing.parent_batch(kb, version, parsed_blocks, doc_ids, tools, progress=progress_log(context))
+
+
+@op(out={"result": Out(), **{n: Out() for n in _check_outputs("parent_blocks")}})
+def parents_merge(
+    context: OpExecutionContext,
+    corpus: CorpusResource,
+    llm: LLMResource,
+    parsed_blocks: dict[str, pa.Table],
+    parts: list[StageResult],
+) -> Iterator[Output[StageResult] | AssetCheckResult]:
+    """Every document's parents in document order: built by a batch, or kept."""
+    kb, _v, previous, work = _chunk_work(
+        "parent_blocks", corpus, llm, context.partition_key, parsed_blocks=parsed_blocks
+    )
+    result = indexing.merge_chunks(work, previous, parts, schemas.PARENT_BLOCKS)
+    remove_staging(corpus.home, context.run_id, "parent_blocks")
     table = result.table
     outcomes = quality_outcomes("parent_blocks", kb, context.partition_key, parents=table, texts=parsed_blocks["texts"])
     result.checks = [o.to_dict() for o in outcomes]
     yield Output(
         result,
+        output_name="result",
         data_version=DataVersion(indexing.table_fingerprint(table, ["parent_id"])),
         metadata={
             **_metadata(result, table.num_rows),
@@ -89,35 +137,79 @@ def parent_blocks(
     yield from check_results("parent_blocks", outcomes)
 
 
-@asset(
+@graph_asset(
     partitions_def=kb_version_partitions,
     group_name="chunking",
-    code_version="2",
+    code_version="3",
     kinds=PARQUET,
     owners=OWNERS,
-    ins={"parsed_blocks": AssetIn(partition_mapping=by_kb), "image_descriptions": AssetIn(partition_mapping=by_kb)},
-    check_specs=CHECK_SPECS["child_chunks"],
-    pool="llm",
+    ins={"parsed_blocks": AssetIn(partition_mapping=by_kb)},
+    check_specs=CHECK_SPECS["parent_blocks"],
 )
-def child_chunks(
-    context: AssetExecutionContext,
+def parent_blocks(parsed_blocks: dict[str, pa.Table]) -> Any:
+    """The parent pipeline of each document's plan: the context units search returns.
+    Documents unchanged since this partition's last run keep their parents; the others
+    are chunked in batches, one step each, that an executor runs in parallel."""
+    todo = parents_plan(parsed_blocks)
+    return parents_merge(parsed_blocks, todo.map(lambda ids: parents_batch(parsed_blocks, ids)).collect())
+
+
+@op(out=DynamicOut(io_manager_key=BATCH_IO))
+def children_plan(
+    context: OpExecutionContext,
     corpus: CorpusResource,
     llm: LLMResource,
     parent_blocks: pa.Table,
     parsed_blocks: dict[str, pa.Table],
     image_descriptions: pa.Table,
-) -> Iterator[Output[StageResult] | AssetCheckResult]:
-    """The child pipeline over each parent, plus image chunks, in reading order; every
-    chunk fits the embedding model's window. Documents whose parents and images are
-    unchanged keep their children."""
+) -> Iterator[DynamicOutput[list[str]]]:
+    """The documents whose children must be built (parents or images changed, or waiting
+    for an LLM), cut into batches: one step each."""
+    _kb, _v, _prev, work = _chunk_work(
+        "child_chunks", corpus, llm, context.partition_key,
+        parent_blocks=parent_blocks, parsed_blocks=parsed_blocks, image_descriptions=image_descriptions,
+    )  # fmt: skip
+    yield from _chunk_batches(context, corpus, work, len(work.order))
+
+
+@op(out=Out(io_manager_key=BATCH_IO), retry_policy=BATCH_RETRY, pool="llm")
+def children_batch(
+    context: OpExecutionContext,
+    corpus: CorpusResource,
+    llm: LLMResource,
+    parent_blocks: pa.Table,
+    parsed_blocks: dict[str, pa.Table],
+    image_descriptions: pa.Table,
+    doc_ids: list[str],
+) -> StageResult:
+    """The children of one batch of documents (every chunk fits the embedding model's
+    window), with their image chunks; a failure of the step is retried for this batch alone."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
-    previous = corpus.previous("child_chunks", kb_name, version)
     images = indexing.image_pieces_by_doc(image_descriptions, parsed_blocks)
     with corpus.tools(kb, llm.defaults()) as tools:
-        result = indexing.build_child_chunks(
-            kb, version, parent_blocks, parsed_blocks, images, previous, tools, progress=progress_log(context)
+        return indexing.child_batch(
+            kb, version, parent_blocks, parsed_blocks, images, doc_ids, tools, progress=progress_log(context)
         )
+
+
+@op(out={"result": Out(), **{n: Out() for n in _check_outputs("child_chunks")}})
+def children_merge(
+    context: OpExecutionContext,
+    corpus: CorpusResource,
+    llm: LLMResource,
+    parent_blocks: pa.Table,
+    parsed_blocks: dict[str, pa.Table],
+    image_descriptions: pa.Table,
+    parts: list[StageResult],
+) -> Iterator[Output[StageResult] | AssetCheckResult]:
+    """Every document's children in reading order: built by a batch, or kept."""
+    kb, _v, previous, work = _chunk_work(
+        "child_chunks", corpus, llm, context.partition_key,
+        parent_blocks=parent_blocks, parsed_blocks=parsed_blocks, image_descriptions=image_descriptions,
+    )  # fmt: skip
+    result = indexing.merge_chunks(work, previous, parts, schemas.CHILD_CHUNKS)
+    remove_staging(corpus.home, context.run_id, "child_chunks")
     table = result.table
     outcomes = quality_outcomes(
         "child_chunks", kb, context.partition_key, children=table, parents=parent_blocks, texts=parsed_blocks["texts"]
@@ -125,10 +217,33 @@ def child_chunks(
     result.checks = [o.to_dict() for o in outcomes]
     yield Output(
         result,
+        output_name="result",
         data_version=DataVersion(indexing.table_fingerprint(table, ["chunk_id"])),
         metadata={**_metadata(result, table.num_rows), **distribution_metadata(table, kb)},
     )
     yield from check_results("child_chunks", outcomes)
+
+
+@graph_asset(
+    partitions_def=kb_version_partitions,
+    group_name="chunking",
+    code_version="3",
+    kinds=PARQUET,
+    owners=OWNERS,
+    ins={
+        "parent_blocks": AssetIn(),
+        "parsed_blocks": AssetIn(partition_mapping=by_kb),
+        "image_descriptions": AssetIn(partition_mapping=by_kb),
+    },
+    check_specs=CHECK_SPECS["child_chunks"],
+)
+def child_chunks(parent_blocks: pa.Table, parsed_blocks: dict[str, pa.Table], image_descriptions: pa.Table) -> Any:
+    """The child pipeline over each parent, plus image chunks, in reading order; every
+    chunk fits the embedding model's window. Documents whose parents and images are
+    unchanged keep their children; the others are chunked in batches, one step each."""
+    inputs = (parent_blocks, parsed_blocks, image_descriptions)
+    todo = children_plan(*inputs)
+    return children_merge(*inputs, todo.map(lambda ids: children_batch(*inputs, ids)).collect())
 
 
 @op(out=DynamicOut(io_manager_key=BATCH_IO))

@@ -35,10 +35,10 @@ class CorpusResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagste
         return self.workers if self.workers > 0 else workers_from_env()
 
     def batch_rule(self, stage: str) -> BatchRule:
-        """How ``stage`` (``parse`` or ``embed``) cuts its work (``indexing.batches``)."""
+        """How ``stage`` (``parse``, ``chunk`` or ``embed``) cuts its work (``indexing.batches``)."""
         from corpus_pipeline.indexing import batches
 
-        return batches.rule(stage, self.min_batch_documents if stage == "parse" else self.min_batch_texts)
+        return batches.rule(stage, self.min_batch_texts if stage == "embed" else self.min_batch_documents)
 
     @property
     def layout(self) -> Layout:

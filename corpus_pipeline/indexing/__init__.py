@@ -11,7 +11,17 @@
 Every id is deterministic (same input and version -> same id) so re-runs are idempotent.
 """
 
-from corpus_pipeline.indexing.chunk import build_child_chunks, build_parent_blocks, image_pieces_by_doc
+from corpus_pipeline.indexing.chunk import (
+    ChunkWork,
+    build_child_chunks,
+    build_parent_blocks,
+    child_batch,
+    children_to_build,
+    image_pieces_by_doc,
+    merge_chunks,
+    parent_batch,
+    parents_to_build,
+)
 from corpus_pipeline.indexing.describe import describe_kb_images
 from corpus_pipeline.indexing.discover import discover_documents, documents_of
 from corpus_pipeline.indexing.embed import embed_batch, embed_chunks, texts_to_embed, vectors_of
@@ -40,6 +50,7 @@ from corpus_pipeline.indexing.table import table_fingerprint
 
 __all__ = [
     "ChunkStats",
+    "ChunkWork",
     "DescribeStats",
     "DiscoverStats",
     "EmbedStats",
@@ -50,6 +61,8 @@ __all__ = [
     "blocks_by_doc",
     "build_child_chunks",
     "build_parent_blocks",
+    "child_batch",
+    "children_to_build",
     "describe_kb_images",
     "discover_documents",
     "documents_of",
@@ -57,8 +70,11 @@ __all__ = [
     "embed_batch",
     "embed_chunks",
     "image_pieces_by_doc",
+    "merge_chunks",
     "merge_parsed",
     "ok_texts",
+    "parent_batch",
+    "parents_to_build",
     "parse_batch",
     "parse_documents",
     "publish_version",

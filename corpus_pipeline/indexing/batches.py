@@ -31,15 +31,21 @@ class BatchRule:
 
 
 PARSE = BatchRule(min_size=8, max_size=200)  # documents
+CHUNK = BatchRule(min_size=32, max_size=2000)  # documents (parents, then children)
 EMBED = BatchRule(min_size=256, max_size=4096)  # distinct texts
+RULES = {"parse": PARSE, "chunk": CHUNK, "embed": EMBED}
 #: Environment variables that lower (or raise) the smallest batch of a stage.
-MIN_SIZE_ENV = {"parse": "CORPUS_MIN_BATCH_DOCUMENTS", "embed": "CORPUS_MIN_BATCH_TEXTS"}
+MIN_SIZE_ENV = {
+    "parse": "CORPUS_MIN_BATCH_DOCUMENTS",
+    "chunk": "CORPUS_MIN_BATCH_DOCUMENTS",
+    "embed": "CORPUS_MIN_BATCH_TEXTS",
+}
 
 
 def rule(stage: str, min_size: int = 0) -> BatchRule:
-    """The batch rule of ``stage`` (``parse`` or ``embed``); its smallest batch is
-    ``min_size`` when > 0, else ``$CORPUS_MIN_BATCH_DOCUMENTS`` / ``_TEXTS`` when set."""
-    base = PARSE if stage == "parse" else EMBED
+    """The batch rule of ``stage`` (``parse``, ``chunk`` or ``embed``); its smallest batch
+    is ``min_size`` when > 0, else ``$CORPUS_MIN_BATCH_DOCUMENTS`` / ``_TEXTS`` when set."""
+    base = RULES[stage]
     if min_size <= 0:
         raw = os.environ.get(MIN_SIZE_ENV[stage], "").strip()
         min_size = int(raw) if raw.isdigit() and int(raw) > 0 else 0

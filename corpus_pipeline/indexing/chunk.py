@@ -13,6 +13,7 @@ fallbacks that may pass (``llm_retry``) is chunked again once an LLM client is t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -49,10 +50,10 @@ def image_pieces_by_doc(descriptions: pa.Table | None, parsed: dict[str, pa.Tabl
 LLM_RETRY_MARK = '"llm_retry": true'
 
 
-def _llm_retry_docs(tools: ContextFactory, previous: pa.Table | None) -> set[str]:
+def _llm_retry_docs(previous: pa.Table | None) -> set[str]:
     """The documents whose previous rows hold LLM fallbacks that may pass (no client then,
-    a failed call) while a client is there now: they are chunked again, not reused."""
-    return rows.docs_containing(previous, "metadata", LLM_RETRY_MARK) if tools.llm is not None else set()
+    a failed call): when a client is there now, they are chunked again, not reused."""
+    return rows.docs_containing(previous, "metadata", LLM_RETRY_MARK)
 
 
 def _finish(stats: ChunkStats, tools: ContextFactory) -> None:
@@ -69,10 +70,161 @@ def _finish(stats: ChunkStats, tools: ContextFactory) -> None:
         stats.sentences_reused = int(getattr(emb, "reused", 0))
 
 
-def _sizes(stats: ChunkStats, table: pa.Table) -> None:
+#: The stats a batch counts and a merge adds up (the rest describe the merged table).
+_ADDED = (
+    "documents", "fallbacks", "recut_chunks", "recut_parts", "llm_calls", "llm_errors", "llm_cache_hits",
+    "llm_prompt_tokens", "llm_completion_tokens", "sentences_embedded", "sentences_reused",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ChunkWork:
+    """Which documents a chunk stage processes: ``order``, every document of the output
+    in its order; ``kept``, those whose previous rows still hold; ``todo``, the others, in
+    order (what the stage's batches chunk: ``batches.split(todo, ...)``)."""
+
+    order: list[str]
+    kept: frozenset[str]
+    todo: list[str]
+
+
+def parents_to_build(parsed: dict[str, pa.Table], previous: pa.Table | None, *, llm: bool) -> ChunkWork:
+    """The parent stage's work: a document keeps its previous parents when its content
+    hash and path are theirs (and no LLM fallback waits for a client, ``llm``)."""
+    texts = rows.where_equal(parsed["texts"], "status", DocStatus.OK.value)
+    order = rows.strings(texts, "doc_id")
+    now = zip(order, rows.strings(texts, "content_hash"), rows.strings(texts, "path"), strict=True)
+    before = rows.doc_values(previous, "content_hash", "doc_path")
+    retry = _llm_retry_docs(previous) if llm else set()
+    kept = frozenset(d for d, h, path in now if before.get(d) == {(h, path)} and d not in retry)
+    return ChunkWork(order, kept, [d for d in order if d not in kept])
+
+
+def _parents_by_doc(parents: pa.Table) -> dict[str, list[str]]:
+    """Each document's parent ids in ``parent_index`` order, documents in table order."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    cols = (parents.column(c).to_pylist() for c in ("doc_id", "parent_index", "parent_id"))
+    for doc_id, index, pid in zip(*cols, strict=True):
+        out.setdefault(doc_id, []).append((index, pid))
+    return {d: [pid for _, pid in sorted(ps)] for d, ps in out.items()}
+
+
+def children_to_build(
+    parents: pa.Table,
+    parsed: dict[str, pa.Table],
+    image_pieces: dict[str, list[Piece]],
+    previous: pa.Table | None,
+    *,
+    llm: bool,
+) -> ChunkWork:
+    """The child stage's work: a document keeps its previous children when its parents
+    and image pieces are theirs (``doc_fingerprint``) and no LLM fallback waits (``llm``)."""
+    ok = set(rows.strings(rows.where_equal(parsed["texts"], "status", DocStatus.OK.value), "doc_id"))
+    parent_ids = {d: ids for d, ids in _parents_by_doc(parents).items() if d in ok}
+    before = rows.doc_values(previous, "doc_fingerprint")
+    retry = _llm_retry_docs(previous) if llm else set()
+    kept = frozenset(
+        d
+        for d, ids in parent_ids.items()
+        if before.get(d) == {(doc_fingerprint(ids, image_pieces.get(d, [])),)} and d not in retry
+    )
+    order = list(parent_ids)
+    return ChunkWork(order, kept, [d for d in order if d not in kept])
+
+
+def parent_batch(
+    kb: KnowledgeBase,
+    version: str,
+    parsed: dict[str, pa.Table],
+    doc_ids: Sequence[str],
+    tools: ContextFactory,
+    *,
+    progress: ProgressFn = no_progress,
+) -> StageResult:
+    """The parents of ``doc_ids`` (one batch of ``parents_to_build``'s todo), each by its
+    plan (an override's or the KB's), a group of documents at a time; ``progress`` is told
+    after each document (``parents``, done, total, ``documents``)."""
+    parts, stats, done = [], ChunkStats(), 0
+    for group in rows.groups(doc_ids):
+        blocks = blocks_by_doc(parsed["blocks"], group)
+        new_rows: list[dict[str, Any]] = []
+        for text in ok_texts(parsed, group):
+            if done:
+                progress("parents", done, len(doc_ids), "documents")
+            doc_blocks = blocks.get(text.doc_id, [])
+            plan, reasons = kb.plan_for_document(text.path, text.text, text.format, doc_blocks, tools.token_counter)
+            ctx = tools.context(text.text, doc_blocks)
+            parents = chunk_parents(source_document(kb, version, text, doc_blocks), plan, ctx, plan_reasons=reasons)
+            tools.absorb(ctx)
+            new_rows.extend(schemas.to_rows(parents, ParentBlock))
+            stats.documents += 1
+            done += 1
+        parts.append(pa.Table.from_pylist(new_rows, schema=schemas.PARENT_BLOCKS))
+    progress("parents", len(doc_ids), len(doc_ids), "documents")
+    _finish(stats, tools)
+    return StageResult(rows.in_doc_order(parts, doc_ids, schemas.PARENT_BLOCKS), stats)
+
+
+def child_batch(
+    kb: KnowledgeBase,
+    version: str,
+    parents: pa.Table,
+    parsed: dict[str, pa.Table],
+    image_pieces: dict[str, list[Piece]],
+    doc_ids: Sequence[str],
+    tools: ContextFactory,
+    *,
+    progress: ProgressFn = no_progress,
+) -> StageResult:
+    """The children of ``doc_ids`` (one batch of ``children_to_build``'s todo): the child
+    pipeline over each parent, with the document's image chunks; ``progress`` is told after
+    each document (``children``, done, total, ``documents``)."""
+    parts, stats, done = [], ChunkStats(), 0
+    for group in rows.groups(doc_ids):
+        texts = {t.doc_id: t for t in ok_texts(parsed, group)}
+        blocks = blocks_by_doc(parsed["blocks"], group)
+        group_parents: dict[str, list[ParentBlock]] = {}
+        for p in schemas.from_table(rows.of_docs(parents, group), ParentBlock):
+            group_parents.setdefault(p.doc_id, []).append(p)
+        new_rows: list[dict[str, Any]] = []
+        for doc_id in group:
+            if done:
+                progress("children", done, len(doc_ids), "documents")
+            text = texts[doc_id]
+            doc_parents = sorted(group_parents.get(doc_id, []), key=lambda p: p.parent_index)
+            doc_blocks = blocks.get(doc_id, [])
+            plan, _ = kb.plan_for_document(text.path, text.text, text.format, doc_blocks, tools.token_counter)
+            ctx = tools.context(text.text, doc_blocks)
+            images = image_pieces.get(doc_id, [])
+            children = chunk_children(source_document(kb, version, text, doc_blocks), plan, doc_parents, ctx, images)
+            tools.absorb(ctx)
+            new_rows.extend(schemas.to_rows(children, Chunk))
+            stats.documents += 1
+            done += 1
+        parts.append(pa.Table.from_pylist(new_rows, schema=schemas.CHILD_CHUNKS))
+    progress("children", len(doc_ids), len(doc_ids), "documents")
+    _finish(stats, tools)
+    return StageResult(rows.in_doc_order(parts, doc_ids, schemas.CHILD_CHUNKS), stats)
+
+
+def merge_chunks(
+    work: ChunkWork, previous: pa.Table | None, batches: Sequence[StageResult], schema: pa.Schema
+) -> StageResult:
+    """A chunk stage's output: the kept documents' previous rows and the batches' rows, in
+    document order; the batches' counts added up, the sizes those of the whole table."""
+    parts = [rows.of_docs(previous, work.kept)] if previous is not None and work.kept else []
+    parts += [b.table for b in batches]
+    table = rows.in_doc_order(parts, work.order, schema)
+    stats = ChunkStats(reused=len(work.kept))
+    for b in batches:
+        for name in _ADDED:
+            setattr(stats, name, getattr(stats, name) + getattr(b.stats, name))
     stats.rows = table.num_rows
     stats.max_chars = rows.column_max(table, "char_count")
     stats.max_tokens = rows.column_max(table, "token_count")
+    if "chunk_type" in table.column_names:
+        stats.image_chunks = rows.count_in(table, "chunk_type", IMAGE_CHUNK_TYPES)
+    return StageResult(table, stats)
 
 
 def build_parent_blocks(
@@ -84,48 +236,12 @@ def build_parent_blocks(
     *,
     progress: ProgressFn = no_progress,
 ) -> StageResult:
-    """Run each document's parent pipeline (its plan: an override's or the KB's);
-    ``progress`` is told after each document (``parents``, done, total, ``documents``).
+    """Every document's parents in one batch: ``parents_to_build``, ``parent_batch``,
+    ``merge_chunks`` (what the ``parent_blocks`` asset runs with its batches fanned out).
     A document whose content and path are those of its previous parents keeps them."""
-    texts = rows.where_equal(parsed["texts"], "status", DocStatus.OK.value)
-    order = rows.strings(texts, "doc_id")
-    now = zip(order, rows.strings(texts, "content_hash"), rows.strings(texts, "path"), strict=True)
-    before = rows.doc_values(previous, "content_hash", "doc_path")
-    retry = _llm_retry_docs(tools, previous)
-    kept = {d for d, h, path in now if before.get(d) == {(h, path)} and d not in retry}
-    todo = [d for d in order if d not in kept]
-    parts = [rows.of_docs(previous, kept)] if previous is not None and kept else []
-    stats = ChunkStats(reused=len(kept))
-    done = len(kept)
-    for group in rows.groups(todo):
-        blocks = blocks_by_doc(parsed["blocks"], group)
-        new_rows: list[dict[str, Any]] = []
-        for text in ok_texts(parsed, group):
-            if done:
-                progress("parents", done, len(order), "documents")
-            doc_blocks = blocks.get(text.doc_id, [])
-            plan, reasons = kb.plan_for_document(text.path, text.text, text.format, doc_blocks, tools.token_counter)
-            ctx = tools.context(text.text, doc_blocks)
-            parents = chunk_parents(source_document(kb, version, text, doc_blocks), plan, ctx, plan_reasons=reasons)
-            tools.absorb(ctx)
-            new_rows.extend(schemas.to_rows(parents, ParentBlock))
-            stats.documents += 1
-            done += 1
-        parts.append(pa.Table.from_pylist(new_rows, schema=schemas.PARENT_BLOCKS))
-    progress("parents", len(order), len(order), "documents")
-    table = rows.in_doc_order(parts, order, schemas.PARENT_BLOCKS)
-    _sizes(stats, table)
-    _finish(stats, tools)
-    return StageResult(table, stats)
-
-
-def _parents_by_doc(parents: pa.Table) -> dict[str, list[str]]:
-    """Each document's parent ids in ``parent_index`` order, documents in table order."""
-    out: dict[str, list[tuple[int, str]]] = {}
-    cols = (parents.column(c).to_pylist() for c in ("doc_id", "parent_index", "parent_id"))
-    for doc_id, index, pid in zip(*cols, strict=True):
-        out.setdefault(doc_id, []).append((index, pid))
-    return {d: [pid for _, pid in sorted(ps)] for d, ps in out.items()}
+    work = parents_to_build(parsed, previous, llm=tools.llm is not None)
+    batch = parent_batch(kb, version, parsed, work.todo, tools, progress=progress)
+    return merge_chunks(work, previous, [batch], schemas.PARENT_BLOCKS)
 
 
 def build_child_chunks(
@@ -139,48 +255,9 @@ def build_child_chunks(
     *,
     progress: ProgressFn = no_progress,
 ) -> StageResult:
-    """Run the child pipeline over every parent, with each document's image chunks;
-    ``progress`` is told after each document (``children``, done, total, ``documents``).
+    """Every document's children in one batch: ``children_to_build``, ``child_batch``,
+    ``merge_chunks`` (what the ``child_chunks`` asset runs with its batches fanned out).
     A document whose parents and image pieces are unchanged keeps its children."""
-    ok = set(rows.strings(rows.where_equal(parsed["texts"], "status", DocStatus.OK.value), "doc_id"))
-    parent_ids = {d: ids for d, ids in _parents_by_doc(parents).items() if d in ok}
-    order = list(parent_ids)
-    before = rows.doc_values(previous, "doc_fingerprint")
-    retry = _llm_retry_docs(tools, previous)
-    kept = {
-        d
-        for d, ids in parent_ids.items()
-        if before.get(d) == {(doc_fingerprint(ids, image_pieces.get(d, [])),)} and d not in retry
-    }
-    todo = [d for d in order if d not in kept]
-    parts = [rows.of_docs(previous, kept)] if previous is not None and kept else []
-    stats = ChunkStats(reused=len(kept))
-    done = len(kept)
-    for group in rows.groups(todo):
-        texts = {t.doc_id: t for t in ok_texts(parsed, group)}
-        blocks = blocks_by_doc(parsed["blocks"], group)
-        group_parents: dict[str, list[ParentBlock]] = {}
-        for p in schemas.from_table(rows.of_docs(parents, group), ParentBlock):
-            group_parents.setdefault(p.doc_id, []).append(p)
-        new_rows: list[dict[str, Any]] = []
-        for doc_id in group:
-            if done:
-                progress("children", done, len(order), "documents")
-            text = texts[doc_id]
-            doc_parents = sorted(group_parents.get(doc_id, []), key=lambda p: p.parent_index)
-            doc_blocks = blocks.get(doc_id, [])
-            plan, _ = kb.plan_for_document(text.path, text.text, text.format, doc_blocks, tools.token_counter)
-            ctx = tools.context(text.text, doc_blocks)
-            images = image_pieces.get(doc_id, [])
-            children = chunk_children(source_document(kb, version, text, doc_blocks), plan, doc_parents, ctx, images)
-            tools.absorb(ctx)
-            new_rows.extend(schemas.to_rows(children, Chunk))
-            stats.documents += 1
-            done += 1
-        parts.append(pa.Table.from_pylist(new_rows, schema=schemas.CHILD_CHUNKS))
-    progress("children", len(order), len(order), "documents")
-    table = rows.in_doc_order(parts, order, schemas.CHILD_CHUNKS)
-    _sizes(stats, table)
-    stats.image_chunks = rows.count_in(table, "chunk_type", IMAGE_CHUNK_TYPES)
-    _finish(stats, tools)
-    return StageResult(table, stats)
+    work = children_to_build(parents, parsed, image_pieces, previous, llm=tools.llm is not None)
+    batch = child_batch(kb, version, parents, parsed, image_pieces, work.todo, tools, progress=progress)
+    return merge_chunks(work, previous, [batch], schemas.CHILD_CHUNKS)

@@ -61,9 +61,10 @@ def test_a_re_embed_takes_unchanged_vectors_from_the_previous_partition(tmp_path
     """``embed_chunks`` with ``previous``: the chunks whose text has a vector there keep it
     (not asked of the cache or the model); the others are embedded over real HTTP; the
     table equals a run without ``previous`` row for row."""
+    from support.openai_server import OpenAIServer, embeddings_handler
+
     from corpus_pipeline.embedding import EmbeddingConfig
     from corpus_pipeline.indexing import embed_chunks, texts_to_embed
-    from support.openai_server import OpenAIServer, embeddings_handler
 
     with OpenAIServer(handler=embeddings_handler(16)) as server:
         config = EmbeddingConfig(provider="openai", base_url=server.base_url, model="m", max_retries=0)

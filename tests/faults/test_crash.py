@@ -170,12 +170,12 @@ def _copy(built: dict[str, Any], dest: Path) -> Path:
     return dest
 
 
-# (a fanned-out asset is killed in its batch step: parse_plan and embed_plan take no time)
+# (a fanned-out asset is killed in its batch step: its plan takes no time)
 STEPS = [
     "documents",
     "parsed_blocks.parse_batch[b0]",
-    "parent_blocks",
-    "child_chunks",
+    "parent_blocks.parents_batch[b0]",
+    "child_chunks.children_batch[b0]",
     "chunk_embeddings.embed_batch[b0]",
     "search_index",
 ]
@@ -201,15 +201,17 @@ def test_two_kills_during_chunking_do_not_wedge_the_next_kb(built, tmp_path):
     the llm pool (limit 2) used to make every later run of every KB wait forever."""
     home = _copy(built, tmp_path / "home")
     _change(home)
-    _write_kb(home, "second", docs=8)
+    # Enough documents that a chunk batch is still running when the test sees it start
+    # (a batch of 8 can end before the kill), in one batch (--workers 1).
+    _write_kb(home, "kb", docs=240, child=260)
+    _write_kb(home, "second", docs=240)
     _write_kb(home, "other", docs=2)
     with _instance(home) as inst:
         known = {r.run_id for r in inst.get_runs()}
-    procs = [_start(home, "--kb", name) for name in ("kb", "second")]
+    procs = [_start(home, "--kb", name, "--workers", "1") for name in ("kb", "second")]
     try:
-        for proc in procs:
-            _wait_for_step(home, proc, "child_chunks", known, timeout=240)
-        for proc in procs:
+        for proc in procs:  # each killed while its batch runs, holding a slot
+            _wait_for_step(home, proc, "child_chunks.children_batch[b0]", known, timeout=240)
             os.killpg(proc.pid, signal.SIGKILL)
     finally:
         for proc in procs:
@@ -220,7 +222,10 @@ def test_two_kills_during_chunking_do_not_wedge_the_next_kb(built, tmp_path):
     assert doctor.returncode == 1 and doctor.stdout.count(": dead — process") == 2, doctor.stdout
     r = _index(home, "--kb", "other", timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stderr.count("marked failed") == 2 and r.stderr.count("freed 1 slot(s): llm:child_chunks") == 2
+    assert (
+        r.stderr.count("marked failed") == 2
+        and r.stderr.count("freed 1 slot(s): llm:child_chunks.children_batch[b0]") == 2
+    )
     with _instance(home) as inst:
         assert inst.event_log_storage.get_concurrency_info("llm").active_slot_count == 0
     assert _runs_left_started(home) == []

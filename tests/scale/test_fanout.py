@@ -1,5 +1,5 @@
-"""Work inside a partition fans out: a KB's documents parsed and its texts embedded in
-batches, one Dagster step each, with the same rows and ids as one batch; a failed batch is
+"""Work inside a partition fans out: a KB's documents parsed, chunked (parents, then
+children) and its texts embedded in batches, one Dagster step each, with the same rows and ids as one batch; a failed batch is
 retried alone; ``corpus index --workers N`` runs the batches in N processes at once.
 
 The index runs are real (Dagster, Parquet, LanceDB); the embedding model is an
@@ -151,6 +151,8 @@ def test_a_fanned_out_index_equals_one_batch_and_an_edit_parses_one_document(tmp
             assert sorted(s for s in embed_steps if "embed_batch" in s) == [
                 f"chunk_embeddings.embed_batch[b{i}]" for i in range(3)
             ]
+            for asset, op in (("parent_blocks", "parents_batch"), ("child_chunks", "children_batch")):
+                assert sorted(s for s in embed_steps if f".{op}[" in s) == [f"{asset}.{op}[b{i}]" for i in range(3)]
             a, b = _rows(serial, version), _rows(fanned, version)
             assert a.keys() == b.keys()
             for key in a:
@@ -165,6 +167,11 @@ def test_a_fanned_out_index_equals_one_batch_and_an_edit_parses_one_document(tmp
             assert (edit.documents_parsed, edit.documents_reused) == (1, len(TOPICS) - 1)
             steps = _steps(inst, edit.runs[0], DagsterEventType.STEP_SUCCESS)
             assert [s for s in steps if "parse_batch" in s] == ["parsed_blocks.parse_batch[b0]"]
+            steps = _steps(inst, edit.runs[1], DagsterEventType.STEP_SUCCESS)
+            assert [s for s in steps if "_batch[" in s] == [
+                "parent_blocks.parents_batch[b0]", "child_chunks.children_batch[b0]", "chunk_embeddings.embed_batch[b0]"
+            ]  # fmt: skip
+            assert edit.documents_chunked == 1  # the edited document; the others keep their rows
             texts = read_partition(Layout(fanned).partition_dir("parsed_blocks", KB))["texts"]
             assert [r["path"] for r in texts.to_pylist()] == sorted(f"{n}.md" for n, _ in TOPICS)
             assert "800 GB" in " ".join(texts.column("text").to_pylist())
