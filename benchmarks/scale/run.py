@@ -2,6 +2,7 @@
 
     python -m benchmarks.scale                          # 1,000 / 5,000 / 20,000 documents
     python -m benchmarks.scale --sizes 100,300 --write  # a quick look, written to RESULTS.md
+    python -m benchmarks.scale --sizes 2000 --against a49abff   # this code and that commit's, side by side
 
 For each size, a KB is generated from the shared markdown corpus (``benchmarks.incremental``'s
 generator: Markdown and plain text, English and Chinese, 2–6 KB each; every paragraph gets a
@@ -17,6 +18,11 @@ answers for a text the index has not embedded). Then, as users run it, in a subp
    warm process, over 20 questions drawn from the KB's own sentences.
 
 Figures go to ``RESULTS.md`` with the machine and its load (``--write``).
+
+``--against REF`` runs every size a second time with the code of git commit ``REF`` (checked
+out beside the runs, first on ``PYTHONPATH``; the venv is shared), one after the other on
+the same generated KB: a before/after in one run, on one machine in one state, which figures
+from different days are not (this machine's speed varies by 2x between days).
 
 ``--model-server`` replaces the embedding model by a local OpenAI-compatible endpoint in
 this process (``embedding.provider: openai``; 384-d vectors hashed from each text's words
@@ -54,9 +60,10 @@ RESULTS = Path(__file__).with_name("RESULTS.md")
 class Row:
     docs: int
     workers: int
-    seconds: float
-    per_doc_ms: float
-    peak_rss_mb: float
+    code: str = ""
+    seconds: float = 0.0
+    per_doc_ms: float = 0.0
+    peak_rss_mb: float = 0.0
     chunks: int = 0
     edit_seconds: float | None = None
     edit_share: float | None = None
@@ -145,15 +152,24 @@ def model_server() -> Any:
         server.shutdown()
 
 
-def corpus_index(home: Path, workers: int) -> tuple[float, float, dict[str, Any]]:
-    """``corpus index --workers N --json`` in ``home``: (seconds, peak RSS MB, summary)."""
+def _env(home: Path, tree: Path) -> dict[str, str]:
+    """The environment of a run in ``home`` with the code of ``tree`` (a checkout: first on
+    ``PYTHONPATH``, so its packages win over the installed ones; the venv is shared)."""
     env = {**os.environ, "CORPUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "HF_HUB_OFFLINE": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return env
+
+
+def corpus_index(home: Path, workers: int, tree: Path = REPO) -> tuple[float, float, dict[str, Any]]:
+    """``corpus index --workers N --json`` in ``home`` with ``tree``'s code: (seconds, peak
+    RSS MB, summary)."""
+    env = _env(home, tree)
     env["SCALE_BENCH_KEY"] = "local"
     for var in ("OPENAI_BASE_URL", "CORPUS_VISION_MODEL"):
         env.pop(var, None)
     cmd = [str(Path(sys.executable).parent / "corpus"), "index", "--kb", KB, "--workers", str(workers), "--json"]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     peak = 0
     done = threading.Event()
 
@@ -180,7 +196,7 @@ def edit_one(home: Path) -> None:
     edit_one_document(home / "kbs" / KB, 7)
 
 
-def search_latency(home: Path, n: int = 20, seed: int = 3) -> tuple[float, float]:
+def search_latency(home: Path, n: int = 20, seed: int = 3, tree: Path = REPO) -> tuple[float, float]:
     """p50 / p95 ms of the Python API's search, warm, over ``n`` questions from the KB's text."""
     code = f"""
 import json, random, re, time, statistics
@@ -202,8 +218,9 @@ for q in qs:
 ms.sort()
 print(json.dumps([statistics.median(ms), ms[int(0.95 * (len(ms) - 1))]]))
 """
-    env = {**os.environ, "CORPUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "HF_HUB_OFFLINE": "1"}
-    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=_env(home, tree), cwd=tree, capture_output=True, text=True, check=True
+    )
     p50, p95 = json.loads(r.stdout.strip().splitlines()[-1])
     return float(p50), float(p95)
 
@@ -222,32 +239,69 @@ def written_by_edit(home: Path) -> str:
     return f"{files} Parquet files ({size / 1024:.0f} KiB) written"
 
 
-def run_size(base: Path, n_docs: int, workers: int, seed: int, model: str | None = None) -> list[Row]:
+def run_size(
+    base: Path, n_docs: int, workers: int, seed: int, model: str | None = None, trees: dict[str, Path] | None = None
+) -> list[Row]:
+    """One KB of ``n_docs`` documents, indexed serially and with ``workers`` (each in a fresh
+    home), then edited and re-indexed, then searched: with each code tree of ``trees``
+    (label: checkout), one after the other on the same KB."""
     rows = []
-    homes = {w: base / f"d{n_docs}-w{w}" for w in sorted({1, workers})}
-    for w, home in homes.items():
-        make_kb(home, n_docs, seed, model)
-        secs, peak, summary = corpus_index(home, w)
-        rows.append(
-            Row(n_docs, w, round(secs, 1), round(1000 * secs / n_docs, 1), round(peak), summary["child_chunks"])
+    for label, tree in (trees or {"": REPO}).items():
+        homes = {w: base / f"d{n_docs}-w{w}{'-' + label if label else ''}" for w in sorted({1, workers})}
+        mine = []
+        for w, home in homes.items():
+            make_kb(home, n_docs, seed, model)
+            secs, peak, summary = corpus_index(home, w, tree)
+            mine.append(
+                Row(
+                    n_docs,
+                    w,
+                    label,
+                    round(secs, 1),
+                    round(1000 * secs / n_docs, 1),
+                    round(peak),
+                    summary["child_chunks"],
+                )
+            )
+            print(
+                f"  {n_docs} docs, {label or 'this code'}, --workers {w}: {secs:.1f} s, {peak:.0f} MB peak, "
+                f"{summary['child_chunks']} chunks",
+                flush=True,
+            )
+        serial = mine[0]
+        edit_one(homes[1])
+        secs, _peak, summary = corpus_index(homes[1], 1, tree)
+        serial.edit_seconds, serial.edit_share = round(secs, 1), round(secs / serial.seconds, 4)
+        serial.notes.append(
+            f"{label + ': ' if label else ''}edit: {summary['documents_parsed']} parsed, "
+            f"{summary['embedded']} embedded, {written_by_edit(homes[1])}"
         )
-        print(
-            f"  {n_docs} docs, --workers {w}: {secs:.1f} s, {peak:.0f} MB peak, {summary['child_chunks']} chunks",
-            flush=True,
-        )
-    serial = rows[0]
-    edit_one(homes[1])
-    secs, _peak, summary = corpus_index(homes[1], 1)
-    serial.edit_seconds, serial.edit_share = round(secs, 1), round(secs / serial.seconds, 4)
-    serial.notes.append(
-        f"edit: {summary['documents_parsed']} parsed, {summary['embedded']} embedded, {written_by_edit(homes[1])}"
-    )
-    serial.search_p50_ms, serial.search_p95_ms = (round(x, 1) for x in search_latency(homes[1]))
-    print(f"  one edit: {secs:.1f} s ({100 * serial.edit_share:.2f} % of the full index); search p50 "
-          f"{serial.search_p50_ms} ms", flush=True)  # fmt: skip
-    for home in homes.values():
-        shutil.rmtree(home, ignore_errors=True)
+        serial.search_p50_ms, serial.search_p95_ms = (round(x, 1) for x in search_latency(homes[1], tree=tree))
+        print(f"  one edit: {secs:.1f} s ({100 * serial.edit_share:.2f} % of the full index); search p50 "
+              f"{serial.search_p50_ms} ms", flush=True)  # fmt: skip
+        for home in homes.values():
+            shutil.rmtree(home, ignore_errors=True)
+        rows += mine
     return rows
+
+
+@contextlib.contextmanager
+def code_trees(against: str | None, base: Path) -> Any:
+    """{label: checkout}: this repository's working tree and, with ``against`` (a git
+    ref), that commit checked out beside it (``git worktree``, removed afterwards)."""
+    if not against:
+        yield {"": REPO}
+        return
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    ref = subprocess.run(["git", "rev-parse", "--short", against], cwd=REPO, capture_output=True, text=True)
+    if ref.returncode != 0:
+        raise SystemExit(f"--against {against}: not a commit of this repository ({ref.stderr.strip()})")
+    other = base / f"code-{ref.stdout.strip()}"
+    subprocess.run(["git", "worktree", "add", "--detach", str(other), against], cwd=REPO, check=True)
+    try:
+        yield {ref.stdout.strip(): other, f"HEAD {head.stdout.strip()}": REPO}
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=REPO, check=False)
 
 
 def _load() -> str:
@@ -255,11 +309,14 @@ def _load() -> str:
 
 
 def write(rows: list[Row], ctx: dict[str, Any]) -> None:
+    code = any(r.code for r in rows)
     head = "| documents | workers | wall s | ms / document | peak RSS MB | chunks | one-doc edit s | edit / full | search p50 ms | p95 ms |"
-    lines = [head, "|" + "---:|" * 10]
+    if code:
+        head = head.replace("| workers |", "| code | workers |")
+    lines = [head, "|" + "---:|" * (11 if code else 10)]
     for r in rows:
         lines.append(
-            f"| {r.docs} | {r.workers} | {r.seconds} | {r.per_doc_ms} | {r.peak_rss_mb:.0f} | {r.chunks} | "
+            f"| {r.docs} | {f'{r.code} | ' if code else ''}{r.workers} | {r.seconds} | {r.per_doc_ms} | {r.peak_rss_mb:.0f} | {r.chunks} | "
             f"{r.edit_seconds if r.edit_seconds is not None else ''} | "
             f"{f'{100 * r.edit_share:.2f} %' if r.edit_share is not None else ''} | "
             f"{r.search_p50_ms if r.search_p50_ms is not None else ''} | {r.search_p95_ms if r.search_p95_ms is not None else ''} |"
@@ -288,6 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="where the homes go (default: a temporary folder)")
     ap.add_argument("--write", action="store_true", help="write RESULTS.md")
     ap.add_argument(
+        "--against",
+        metavar="REF",
+        help="also run every size with the code of this git commit, side by side (a git worktree beside the runs)",
+    )
+    ap.add_argument(
         "--model-server",
         action="store_true",
         help="embed through a local hashed-vector endpoint instead of the model (the pipeline's own cost)",
@@ -306,10 +368,13 @@ def main(argv: list[str] | None = None) -> int:
         ).stdout.strip(),
     }
     rows: list[Row] = []
-    with model_server() if args.model_server else contextlib.nullcontext() as url:
+    with (
+        model_server() if args.model_server else contextlib.nullcontext() as url,
+        code_trees(args.against, base) as trees,
+    ):
         for n in (int(x) for x in args.sizes.split(",") if x.strip()):
             print(f"{n} documents ...", flush=True)
-            rows += run_size(base, n, args.workers, args.seed, url)
+            rows += run_size(base, n, args.workers, args.seed, url, trees)
     ctx["load_after"] = _load()
     ctx["model_server"] = args.model_server
     print(json.dumps([asdict(r) for r in rows], indent=1))
