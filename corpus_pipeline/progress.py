@@ -344,6 +344,10 @@ class LiveReporter(Reporter):
                 task = self.tasks[step] = self.progress.add_task(f"{step:<20} {partition}", total=None, detail="")
             total = update.total if update.total > 0 else None
             self.progress.update(task, total=total, completed=update.done, detail=format_update(update))
+            # drawn now, not at the next tick: a batch step can report and end within a
+            # tick, and its counts would never reach the terminal (reports are throttled
+            # to one a second per stage, so this costs nothing)
+            self.progress.refresh()
 
     def step_finished(self, step: str, partition: str, status: str, seconds: float | None, error: str = "") -> None:
         with self.lock:

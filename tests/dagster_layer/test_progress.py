@@ -154,12 +154,17 @@ def test_live_reporter_draws_counts_rate_and_eta_on_a_terminal():
     r.step_progress("parsed_blocks", "tiny", ProgressUpdate("parse", 7, 10, "documents", 3.5))
     time.sleep(0.6)  # a refresh or two
     r.step_finished("parsed_blocks", "tiny", "ok", 5.0)
+    # a batch step that reports and ends within one tick (4 a second): its counts are drawn
+    r.step_started("child_chunks[b0]", "tiny")
+    r.step_progress("child_chunks[b0]", "tiny", ProgressUpdate("chunk", 2, 2, "documents", 0.1))
+    r.step_finished("child_chunks[b0]", "tiny", "ok", 0.1)
     r.close()
     time.sleep(0.3)
     os.close(master)
     out = b"".join(chunks).decode("utf-8", "replace")
     assert "7/10 documents · 2.0/s · ETA 0:02" in out and "━" in out
     assert "✓ parsed_blocks" in out and "\x1b[?25h" in out  # the cursor shown again
+    assert "2/2 documents · 20/s · in 0.1s" in out
 
 
 # ----------------------------------------------------------------- real `corpus index` runs
