@@ -69,6 +69,9 @@ class Row:
     edit_share: float | None = None
     search_p50_ms: float | None = None
     search_p95_ms: float | None = None
+    # with --model-server: the full index as it would be with the bundled model, projected
+    # (this run's wall time + the chunks at the model's chunks/s, measured on this KB's chunks)
+    with_model_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -196,6 +199,24 @@ def edit_one(home: Path) -> None:
     edit_one_document(home / "kbs" / KB, 7)
 
 
+def model_rate(home: Path, n: int = 256) -> float:
+    """The bundled local model's chunks/s on ``n`` of this KB's child chunks (evenly spaced,
+    after a warm-up), through the product's own embedder: what the hashed-vector endpoint
+    stands in for."""
+    import pyarrow.parquet as pq
+
+    from corpus_pipeline.embedding import open_embedder
+
+    files = sorted((home / "warehouse" / "child_chunks").rglob("*.parquet"))
+    texts = [t for f in files for t in pq.read_table(f, columns=["text"]).column("text").to_pylist()]
+    sample = texts[:: max(1, len(texts) // n)][:n]
+    embedder = open_embedder(None)  # kb.yaml's default: the packaged multilingual-e5-small
+    embedder.embed(sample[:16])
+    t0 = time.monotonic()
+    embedder.embed(sample)
+    return len(sample) / (time.monotonic() - t0)
+
+
 def search_latency(home: Path, n: int = 20, seed: int = 3, tree: Path = REPO) -> tuple[float, float]:
     """p50 / p95 ms of the Python API's search, warm, over ``n`` questions from the KB's text."""
     code = f"""
@@ -277,6 +298,14 @@ def run_size(
             f"{summary['embedded']} embedded, {written_by_edit(homes[1])}"
         )
         serial.search_p50_ms, serial.search_p95_ms = (round(x, 1) for x in search_latency(homes[1], tree=tree))
+        if model:
+            rate = model_rate(homes[1])
+            serial.with_model_s = round(serial.seconds + serial.chunks / rate)
+            serial.notes.append(
+                f"{label + ': ' if label else ''}the bundled model embeds {rate:.1f} chunks/s here (256 of this KB's "
+                f"chunks): a full index with it would take ~{serial.with_model_s} s, and the edit would be "
+                f"{100 * secs / serial.with_model_s:.2f} % of that"
+            )
         print(f"  one edit: {secs:.1f} s ({100 * serial.edit_share:.2f} % of the full index); search p50 "
               f"{serial.search_p50_ms} ms", flush=True)  # fmt: skip
         for home in homes.values():
@@ -310,16 +339,28 @@ def _load() -> str:
 
 def write(rows: list[Row], ctx: dict[str, Any]) -> None:
     code = any(r.code for r in rows)
+    model = any(r.with_model_s for r in rows)
     head = "| documents | workers | wall s | ms / document | peak RSS MB | chunks | one-doc edit s | edit / full | search p50 ms | p95 ms |"
     if code:
         head = head.replace("| workers |", "| code | workers |")
-    lines = [head, "|" + "---:|" * (11 if code else 10)]
+    if model:
+        head += " full with the model s (projected) | edit / that |"
+    lines = [head, "|" + "---:|" * (10 + code + 2 * model)]
     for r in rows:
         lines.append(
             f"| {r.docs} | {f'{r.code} | ' if code else ''}{r.workers} | {r.seconds} | {r.per_doc_ms} | {r.peak_rss_mb:.0f} | {r.chunks} | "
             f"{r.edit_seconds if r.edit_seconds is not None else ''} | "
             f"{f'{100 * r.edit_share:.2f} %' if r.edit_share is not None else ''} | "
             f"{r.search_p50_ms if r.search_p50_ms is not None else ''} | {r.search_p95_ms if r.search_p95_ms is not None else ''} |"
+            + (
+                (
+                    f" {r.with_model_s} | {100 * (r.edit_seconds or 0) / r.with_model_s:.2f} % |"
+                    if r.with_model_s
+                    else " | |"
+                )
+                if model
+                else ""
+            )
         )
     notes = [f"- {r.docs} documents: {n}" for r in rows for n in r.notes]
     title = "# Scale benchmark: results\n\n"
