@@ -12,7 +12,7 @@ from corpus_pipeline.chunking.context import ContextFactory
 from corpus_pipeline.embedding import EmbeddingCache
 from corpus_pipeline.kbconfig import KnowledgeBase, resolve_kb
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.versions import load_version
+from corpus_pipeline.store.versions import build_kb
 
 if TYPE_CHECKING:
     from corpus_pipeline.indexing.batches import BatchRule
@@ -49,9 +49,10 @@ class CorpusResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagste
         return resolve_kb(self.layout.kb_dir(name))
 
     def kb_at_version(self, name: str, version: str) -> KnowledgeBase:
-        """The KB as it was configured when ``version`` was registered: a versioned partition
-        is built from that snapshot, never from kb.yaml as it is at run time."""
-        return load_version(self.layout, name, version)
+        """The KB a build of ``version`` uses: its registered strategies; what the version
+        does not hash (endpoints, keys, batch sizes, thresholds) as kb.yaml says now, while
+        kb.yaml still yields the version (``build_kb``)."""
+        return build_kb(self.layout, name, version)
 
     def previous(self, asset: str, kb: str, version: str | None = None) -> Any:
         """The last materialized output of a partition, or None (first run, or unreadable)."""

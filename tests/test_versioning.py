@@ -12,6 +12,7 @@ from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.versions import (
     active_version,
+    build_kb,
     current_version,
     known_versions,
     load_version,
@@ -66,6 +67,39 @@ def test_registered_versions_reload_their_own_config_after_kb_yaml_changes(tmp_p
     assert load_version(layout, "kb", old).plan.child[0].config.max_chars == 700
     with pytest.raises(ConfigError, match=r"'nope' is not a version of knowledge base 'kb'"):
         load_version(layout, "kb", "nope")
+
+
+def test_a_build_takes_what_the_version_does_not_hash_from_kb_yaml_as_it_is_now(tmp_path):
+    """A loosened threshold, a moved endpoint or a new key variable applies to the next run
+    of the version kb.yaml yields; an older version keeps its strategies and thresholds, and
+    takes a moved endpoint only when it names the same vectors."""
+    layout = Layout(tmp_path)
+    d = tmp_path / "kbs" / "kb"
+    d.mkdir(parents=True)
+    endpoint = "embedding: {provider: openai, model: acme-embed, base_url: %s, api_key_env: %s}\n"
+    (d / "kb.yaml").write_text("quality: {severity: {child_unique: warn}}\n" + endpoint % ("http://a:1/v1", "KEY_A"))
+    v = register_version(layout, resolve_kb(d))
+    (d / "kb.yaml").write_text("quality: {severity: {child_unique: error}}\n" + endpoint % ("http://b:2/v1", "KEY_B"))
+    assert register_version(layout, resolve_kb(d)) == v  # none of it is in the version
+    kb = build_kb(layout, "kb", v)
+    assert kb.config.quality.severity == {"child_unique": "error"}
+    assert (kb.config.embedding.base_url, kb.config.embedding.api_key_env) == ("http://b:2/v1", "KEY_B")
+    assert load_version(layout, "kb", v).config.embedding.base_url == "http://a:1/v1"  # the registration
+
+    # kb.yaml moves on to another version: the old one keeps its own plan and thresholds
+    (d / "kb.yaml").write_text(
+        "chunking: {child: {RECURSIVE: {max_chars: 500}}}\nquality: {severity: {}}\n"
+        + endpoint % ("http://c:3/v1", "KEY_C")
+    )
+    assert register_version(layout, resolve_kb(d)) != v
+    old = build_kb(layout, "kb", v)
+    assert old.config.quality.severity == {"child_unique": "warn"} and old.plan == load_version(layout, "kb", v).plan
+    assert old.config.embedding.base_url == "http://c:3/v1"  # same model, moved endpoint
+    # another model now: the old version's vectors need its own
+    (d / "kb.yaml").write_text(endpoint.replace("acme-embed", "other-embed") % ("http://d:4/v1", "KEY_D"))
+    assert build_kb(layout, "kb", v).config.embedding.base_url == "http://a:1/v1"
+    (d / "kb.yaml").write_text("chunking: [not, a, mapping]\n")  # kb.yaml broken: the registration alone
+    assert build_kb(layout, "kb", v).config.embedding.base_url == "http://a:1/v1"
 
 
 def test_the_active_version_is_switched_only_to_a_registered_one(tmp_path):

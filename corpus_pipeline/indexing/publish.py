@@ -21,8 +21,8 @@ from corpus_pipeline.indexing.stats import PublishStats
 from corpus_pipeline.store.layout import Layout, search_table_name
 from corpus_pipeline.store.versions import (
     active_version,
+    build_kb,
     current_version,
-    load_version,
     retire_version,
     set_active,
     versions_to_retire,
@@ -88,7 +88,7 @@ def activate_if_current(layout: Layout, kb: str, version: str) -> list[str]:
         return []
     if active_version(layout, kb) != version:
         set_active(layout, kb, version)
-    keep = load_version(layout, kb, version).config.retention.keep_versions
+    keep = build_kb(layout, kb, version).config.retention.keep_versions
     retired = []
     for old in versions_to_retire(layout, kb, keep):
         retire_version(layout, kb, old)

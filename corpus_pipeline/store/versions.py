@@ -3,13 +3,16 @@ reads (ACTIVE), which one kb.yaml yields now (CURRENT), and retiring old ones.
 
     register_version(layout, kb, current=True)   record kb.yaml's configuration under its version
     load_version(layout, kb_name, version)       the KB exactly as that version was registered
+    build_kb(layout, kb_name, version)           the KB a build of that version uses
     active_version / set_active                  what search reads
     current_version                              what the last `corpus index` / sensor tick saw
     versions_to_retire / retire_version          retention
 
-A partition is always (re)built from its version's registered configuration, never from
-kb.yaml as it is at run time, so a backfill of an old version or a run started from the UI
-builds exactly what the version's name promises.
+A partition is always (re)built with its version's registered strategies, so a backfill of
+an old version or a run started from the UI builds exactly what the version's name promises.
+What the name does not hash (an endpoint's URL and key, batch sizes, concurrency, quality
+thresholds) is taken from kb.yaml as it is now whenever kb.yaml still yields the version
+(``build_kb``): a moved endpoint or a loosened threshold takes effect on the next run.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from upath import UPath
 
 from corpus_pipeline.embedding.settings import EmbeddingConfig
 from corpus_pipeline.errors import ConfigError
-from corpus_pipeline.kbconfig import KBConfig, KnowledgeBase, kb_from_config
+from corpus_pipeline.kbconfig import KBConfig, KnowledgeBase, kb_from_config, resolve_kb
 from corpus_pipeline.store.files import put_text, remove_tree
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.versioning import strategy_version, version_inputs
@@ -70,6 +73,26 @@ def load_version(layout: Layout, kb_name: str, version: str) -> KnowledgeBase:
             "to register the current one."
         )
     return kb
+
+
+def build_kb(layout: Layout, kb_name: str, version: str) -> KnowledgeBase:
+    """The KB a build of ``version`` uses: kb.yaml as it is now when it still yields
+    ``version`` (its settings outside the version's hash are the ones that apply: a moved
+    endpoint, a new key variable, a loosened quality threshold); otherwise the registered
+    configuration, with kb.yaml's embedding section if it names the same vectors (a moved
+    endpoint again, see ``version_embedding``). A kb.yaml that no longer loads builds from
+    the registration alone."""
+    snapshot = load_version(layout, kb_name, version)
+    try:
+        now = resolve_kb(layout.kb_dir(kb_name))
+    except ConfigError:
+        return snapshot
+    if strategy_version(now) == version:
+        return now
+    embedding = version_embedding(layout, kb_name, version, now.config.embedding)
+    if embedding == snapshot.config.embedding:
+        return snapshot
+    return kb_from_config(snapshot.path, snapshot.config.model_copy(update={"embedding": embedding}))
 
 
 def known_versions(layout: Layout, kb: str) -> list[str]:

@@ -101,3 +101,35 @@ def test_a_failing_endpoint_fails_the_run_names_it_and_keeps_the_previous_versio
         server.handler = embeddings_handler(48)
         fixed, v2_again = _index(layout, instance)
         assert fixed.status == "ok" and v2_again == v2 and active_version(layout, "tiny") == v2
+
+
+def test_an_endpoint_moved_in_kb_yaml_is_used_by_the_next_run(tiny_kb, corpus_home, monkeypatch):
+    """The endpoint's URL and key variable are not part of the version: after a move, the
+    next run of the same version embeds through the new endpoint (not the one registered
+    with the version, which is gone), and search does too."""
+    layout = Layout(corpus_home)
+    monkeypatch.setenv("ACME_KEY", "k-old")
+    with instance_for_test() as instance:
+        with OpenAIServer() as old:
+            old.handler = embeddings_handler(48)
+            (tiny_kb / "kb.yaml").write_text(_kb_yaml(old.base_url), encoding="utf-8")
+            first, v1 = _index(layout, instance)
+            assert first.status == "ok", first.error
+        monkeypatch.setenv("ACME_KEY_2", "k-new")
+        with OpenAIServer() as new:
+            new.handler = embeddings_handler(48)
+            (tiny_kb / "kb.yaml").write_text(
+                _kb_yaml(new.base_url).replace("api_key_env: ACME_KEY", "api_key_env: ACME_KEY_2"), encoding="utf-8"
+            )
+            with open(tiny_kb / "harbor.md", "a", encoding="utf-8") as f:
+                f.write("\n\nThe audit log is exported to the archive bucket every night at two.\n")
+            second, v2 = _index(layout, instance)
+            assert second.status == "ok", second.error
+            assert v2 == v1 and second.documents_parsed == 1
+            calls = new.calls("/v1/embeddings")
+            assert calls and {c.headers["authorization"] for c in calls} == {"Bearer k-new"}
+            assert any("archive bucket" in t for c in calls for t in c.body["input"])
+            kb = resolve_kb(layout.kb_dir("tiny"))
+            emb = version_embedding(layout, "tiny", v2, kb.config.embedding)
+            result = search_kb(layout, "tiny", v2, "when is the audit log exported", embedding=emb)
+            assert result.results and "archive bucket" in result.results[0].text
