@@ -249,3 +249,42 @@ def test_two_byte_identical_batches_are_both_read_back(root):
     names = [p.name for p in partition_files(folder)["data"]]
     assert len(names) == 3 and names[0] == names[2]
     assert read_partition(folder).equals(table)
+
+
+def _rows_by_doc(t: pa.Table) -> dict[str, list[tuple[str, str]]]:
+    out: dict[str, list[tuple[str, str]]] = {}
+    for d, c, h in zip(*(t.column(n).to_pylist() for n in ("doc_id", "chunk_id", "row_hash")), strict=True):
+        out.setdefault(d, []).append((c, h))
+    return {d: sorted(v) for d, v in out.items()}
+
+
+def test_changed_docs_are_the_documents_whose_rows_differ():
+    """``changed_docs`` (an Arrow join) against the rule it implements, written the slow way:
+    a document changed when its sorted (chunk_id, row_hash) rows differ."""
+    import random
+
+    from corpus_pipeline.store.lance import changed_docs
+
+    rng = random.Random(5)
+    old = [(f"d{d}", f"d{d}-c{c}", f"h{d}.{c}") for d in range(40) for c in range(rng.randint(1, 5))]
+
+    def table(rows: list[tuple[str, str, str]]) -> pa.Table:
+        rows = rng.sample(rows, len(rows))  # order does not matter
+        return pa.table({n: [r[i] for r in rows] for i, n in enumerate(("doc_id", "chunk_id", "row_hash"))})
+
+    edits = {
+        "nothing": list(old),
+        "a changed row": [(d, c, h + "x" if c == "d3-c0" else h) for d, c, h in old],
+        "a chunk added": [*old, ("d7", "d7-c9", "new")],
+        "a chunk gone": [r for r in old if r[1] != "d9-c0"],
+        "a document gone": [r for r in old if r[0] != "d11"],
+        "a document added": [*old, ("d99", "d99-c0", "x"), ("d99", "d99-c1", "y")],
+        "a chunk moved": [("d13" if c == "d12-c0" else d, c, h) for d, c, h in old],
+        "several": [(d, c, h + "x" if d in ("d1", "d30") else h) for d, c, h in old if d != "d20"],
+    }
+    for what, rows in edits.items():
+        before, after = _rows_by_doc(table(old)), _rows_by_doc(table(rows))
+        want = sorted(d for d in set(before) | set(after) if before.get(d) != after.get(d))
+        assert changed_docs(table(old), table(rows)) == want, what
+    assert changed_docs(table(old), table(edits["a chunk moved"])) == ["d12", "d13"]
+    assert changed_docs(table(old), table(old[:0])) == sorted({r[0] for r in old})

@@ -230,16 +230,24 @@ def _create_fts_index(tbl: Any) -> None:
     )
 
 
-def _by_doc(table: pa.Table) -> dict[str, list[tuple[str, str]]]:
-    out: dict[str, list[tuple[str, str]]] = {}
-    for doc, cid, h in zip(
-        table.column("doc_id").to_pylist(),
-        table.column("chunk_id").to_pylist(),
-        table.column(ROW_HASH_COLUMN).to_pylist(),
-        strict=True,
-    ):
-        out.setdefault(str(doc), []).append((str(cid), str(h)))
-    return {d: sorted(v) for d, v in out.items()}
+def changed_docs(old: pa.Table, new: pa.Table) -> list[str]:
+    """The documents whose rows differ between two tables of (doc_id, chunk_id, row_hash),
+    sorted: a chunk added, gone, changed, or moved to another document marks its
+    document(s). In Arrow (a join on chunk_id), not in Python objects per row."""
+    cols = ["chunk_id", "doc_id", ROW_HASH_COLUMN]
+
+    def keys(t: pa.Table, side: str) -> pa.Table:
+        names = ["chunk_id", f"doc_{side}", f"hash_{side}"]
+        return pa.table([t.column(c).cast(pa.string()) for c in cols], names=names)
+
+    o, n = keys(old, "old"), keys(new, "new")
+    j = n.join(o, "chunk_id", join_type="full outer")
+    equal: Any = [
+        pc.fill_null(pc.equal(j.column(f"{c}_old"), j.column(f"{c}_new")), pa.scalar(False)) for c in ("hash", "doc")
+    ]
+    differs = j.filter(pc.invert(pc.and_(*equal)))
+    docs = pa.chunked_array(differs.column("doc_old").chunks + differs.column("doc_new").chunks, pa.string())
+    return sorted(str(d) for d in pc.unique(pc.drop_null(docs)).to_pylist())
 
 
 def _columns(schema: pa.Schema) -> list[tuple[str, str]]:
@@ -255,19 +263,18 @@ def _merge_changes(tbl: Any, table: pa.Table) -> TableWrite | None:
     if _columns(old_schema) != _columns(with_keywords(table.slice(0, 0)).schema) or not len(table):
         return None
     old = tbl.to_lance().to_table(columns=["doc_id", "chunk_id", ROW_HASH_COLUMN])
-    before, after = _by_doc(old), _by_doc(table)
-    changed = sorted(d for d in set(before) | set(after) if before.get(d) != after.get(d))
+    changed = changed_docs(old, table)
     if not changed:
         return TableWrite(len(table), "unchanged")
-    deleted = sum(len(before.get(d, ())) for d in changed)
-    written = sum(len(after.get(d, ())) for d in changed)
+    value_set = pa.array(changed, pa.string())
+    gone: Any = pc.is_in(old.column("doc_id").cast(pa.string()), value_set=value_set)
+    mask: Any = pc.is_in(table.column("doc_id").cast(pa.string()), value_set=value_set)
+    deleted, written = (int(pc.sum(m.cast(pa.int64())).as_py() or 0) for m in (gone, mask))
     if written > REWRITE_SHARE * len(table) or deleted > REWRITE_SHARE * old.num_rows:
         return None
     from corpus_pipeline.retrieval.filters import sql_string
 
     where = f"doc_id IN ({', '.join(sql_string(d) for d in changed)})"
-    changed_set = set(changed)
-    mask = pa.array([str(d) in changed_set for d in table.column("doc_id").to_pylist()])
     source = with_keywords(table.filter(mask))
     if source.num_rows:
         (
