@@ -23,7 +23,7 @@ from assets.partitions import kb_partitions
 from corpus_pipeline import freshness, indexing
 from corpus_pipeline.indexing import batches
 from corpus_pipeline.indexing.stats import StageResult
-from corpus_pipeline.models import Document, ParsedDocument
+from corpus_pipeline.models import Document, ExtractedImage, ImageDescription, ParsedDocument
 from corpus_pipeline.progress import Throttled, logging_progress
 from resources import CorpusResource
 from resources.batch_io import remove_staging
@@ -98,16 +98,50 @@ def parsed_blocks(documents: pa.Table) -> Any:
     return parse_merge(documents, parse_plan(documents).map(parse_batch).collect())
 
 
-@asset(
-    partitions_def=kb_partitions, group_name="parsing", code_version="1", kinds=PARQUET, owners=OWNERS, pool="vision"
-)
-def image_descriptions(
-    context: AssetExecutionContext, corpus: CorpusResource, parsed_blocks: dict[str, pa.Table]
-) -> Output[StageResult]:
-    """A description per image (vision model; OCR fallback marked degraded; skipped ones
-    say why), cached by image hash. Vision calls share the ``vision`` concurrency pool.
-    The last step of parsing: it records the KB's parse fingerprint (what is now parsed)."""
+@op(out=DynamicOut(io_manager_key=BATCH_IO))
+def describe_plan(
+    context: OpExecutionContext, corpus: CorpusResource, parsed_blocks: dict[str, pa.Table]
+) -> Iterator[DynamicOutput[list[ExtractedImage]]]:
+    """The images that need the vision model or OCR (not cached, not skipped), one per
+    image hash, cut into batches (``indexing.batches``): one step each."""
     kb = corpus.kb(context.partition_key)
-    result = indexing.describe_kb_images(kb, parsed_blocks, corpus.layout.cache, progress=progress_log(context))
+    todo = indexing.images_to_describe(kb, parsed_blocks, corpus.layout.cache)
+    parts = batches.split(todo, corpus.batch_workers, corpus.batch_rule("describe")) or [[]]
+    total = parsed_blocks["images"].num_rows
+    context.log.info(f"{len(todo)} of {total} image(s) to describe, in {len(parts)} batch(es)")
+    for i, part in enumerate(parts):
+        yield DynamicOutput(part, mapping_key=f"b{i}")
+
+
+@op(out=Out(io_manager_key=BATCH_IO), retry_policy=BATCH_RETRY, pool="vision")
+def describe_batch(
+    context: OpExecutionContext, corpus: CorpusResource, images: list[ExtractedImage]
+) -> list[ImageDescription]:
+    """One batch of images described (vision calls share the ``vision`` pool; answers are
+    cached as they come); a failure of the step is retried for this batch alone."""
+    kb = corpus.kb(context.partition_key)
+    return indexing.describe_batch(kb, images, corpus.layout.cache, progress=progress_log(context))
+
+
+@op
+def describe_merge(
+    context: OpExecutionContext,
+    corpus: CorpusResource,
+    parsed_blocks: dict[str, pa.Table],
+    parts: list[list[ImageDescription]],
+) -> Output[StageResult]:
+    """A description per image row, in table order: from a batch, else the cache (or the
+    reason it is skipped). Records the KB's parse fingerprint (what is now parsed)."""
+    kb = corpus.kb(context.partition_key)
+    result = indexing.merge_descriptions(kb, parsed_blocks, corpus.layout.cache, parts)
+    remove_staging(corpus.home, context.run_id, "image_descriptions")
     freshness.record_parsed(corpus.layout, kb.name, freshness.parse_fingerprint(kb, parsed_blocks["texts"]))
     return Output(result, metadata=_metadata(result, result.table.num_rows))
+
+
+@graph_asset(partitions_def=kb_partitions, group_name="parsing", code_version="2", kinds=PARQUET, owners=OWNERS)
+def image_descriptions(parsed_blocks: dict[str, pa.Table]) -> Any:
+    """A description per image (vision model; OCR fallback marked degraded; skipped ones
+    say why), cached by image hash; the images not cached are described in batches, one
+    step each. The last step of parsing: it records the KB's parse fingerprint."""
+    return describe_merge(parsed_blocks, describe_plan(parsed_blocks).map(describe_batch).collect())

@@ -35,10 +35,12 @@ class CorpusResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagste
         return self.workers if self.workers > 0 else workers_from_env()
 
     def batch_rule(self, stage: str) -> BatchRule:
-        """How ``stage`` (``parse``, ``chunk`` or ``embed``) cuts its work (``indexing.batches``)."""
+        """How ``stage`` (``parse``, ``describe``, ``chunk`` or ``embed``) cuts its work
+        (``indexing.batches``)."""
         from corpus_pipeline.indexing import batches
 
-        return batches.rule(stage, self.min_batch_texts if stage == "embed" else self.min_batch_documents)
+        minimum = {"embed": self.min_batch_texts, "describe": 0}.get(stage, self.min_batch_documents)
+        return batches.rule(stage, minimum)
 
     @property
     def layout(self) -> Layout:

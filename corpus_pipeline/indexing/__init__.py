@@ -22,7 +22,12 @@ from corpus_pipeline.indexing.chunk import (
     parent_batch,
     parents_to_build,
 )
-from corpus_pipeline.indexing.describe import describe_kb_images
+from corpus_pipeline.indexing.describe import (
+    describe_batch,
+    describe_kb_images,
+    images_to_describe,
+    merge_descriptions,
+)
 from corpus_pipeline.indexing.discover import discover_documents, documents_of
 from corpus_pipeline.indexing.embed import embed_batch, embed_chunks, texts_to_embed, vectors_of
 from corpus_pipeline.indexing.parse import (
@@ -63,6 +68,7 @@ __all__ = [
     "build_parent_blocks",
     "child_batch",
     "children_to_build",
+    "describe_batch",
     "describe_kb_images",
     "discover_documents",
     "documents_of",
@@ -70,7 +76,9 @@ __all__ = [
     "embed_batch",
     "embed_chunks",
     "image_pieces_by_doc",
+    "images_to_describe",
     "merge_chunks",
+    "merge_descriptions",
     "merge_parsed",
     "ok_texts",
     "parent_batch",

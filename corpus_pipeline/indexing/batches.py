@@ -1,5 +1,6 @@
 """How a partition's work is cut into batches that run in parallel (the fanned-out
-``parsed_blocks`` and ``chunk_embeddings`` assets; on Dagster's executors, one step each).
+``parsed_blocks``, ``image_descriptions``, ``parent_blocks``, ``child_chunks`` and
+``chunk_embeddings`` assets; on Dagster's executors, one step each).
 
 The cut never changes a result: a batch is a contiguous slice of the work in table
 order, each item is processed alone (a document's parse, a text's vector), and the merge
@@ -31,20 +32,23 @@ class BatchRule:
 
 
 PARSE = BatchRule(min_size=8, max_size=200)  # documents
+DESCRIBE = BatchRule(min_size=4, max_size=64)  # images (a vision call or an OCR pass each: seconds)
 CHUNK = BatchRule(min_size=32, max_size=2000)  # documents (parents, then children)
 EMBED = BatchRule(min_size=256, max_size=4096)  # distinct texts
-RULES = {"parse": PARSE, "chunk": CHUNK, "embed": EMBED}
+RULES = {"parse": PARSE, "describe": DESCRIBE, "chunk": CHUNK, "embed": EMBED}
 #: Environment variables that lower (or raise) the smallest batch of a stage.
 MIN_SIZE_ENV = {
     "parse": "CORPUS_MIN_BATCH_DOCUMENTS",
+    "describe": "CORPUS_MIN_BATCH_IMAGES",
     "chunk": "CORPUS_MIN_BATCH_DOCUMENTS",
     "embed": "CORPUS_MIN_BATCH_TEXTS",
 }
 
 
 def rule(stage: str, min_size: int = 0) -> BatchRule:
-    """The batch rule of ``stage`` (``parse``, ``chunk`` or ``embed``); its smallest batch
-    is ``min_size`` when > 0, else ``$CORPUS_MIN_BATCH_DOCUMENTS`` / ``_TEXTS`` when set."""
+    """The batch rule of ``stage`` (``parse``, ``describe``, ``chunk`` or ``embed``); its
+    smallest batch is ``min_size`` when > 0, else ``$CORPUS_MIN_BATCH_DOCUMENTS`` /
+    ``_IMAGES`` / ``_TEXTS`` when set."""
     base = RULES[stage]
     if min_size <= 0:
         raw = os.environ.get(MIN_SIZE_ENV[stage], "").strip()

@@ -22,6 +22,7 @@ no key of any shape reaches ``image_descriptions``, the chunks or the index.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -51,6 +52,48 @@ def degraded_embedding_text(ocr_text: str) -> str:
     return ("[图片] " if _CJK.search(ocr_text) else "[image] ") + ocr_text
 
 
+def skip_reason(image: ExtractedImage, s: VisionSettings) -> str | None:
+    """Why ``image`` gets no description without even reading it (None: it is described)."""
+    if not s.enabled:
+        return "DISABLED: vision.enabled is false in kb.yaml"
+    if image.mime_type not in _READABLE:
+        return f"UNSUPPORTED_FORMAT: {image.mime_type} cannot be sent to a vision model or OCR"
+    if image.width and image.height and min(image.width, image.height) < s.min_side_px:
+        return f"TOO_SMALL: {image.width}x{image.height} px, under vision.min_side_px = {s.min_side_px}"
+    if not image.path:
+        return "NOT_STORED: the image bytes were not stored at parsing (no images_dir)"
+    return None
+
+
+def _vlm_key(image: ExtractedImage, model: str) -> str:
+    return ResultCache.key("vlm", model, PROMPT_VERSION, image.image_id)
+
+
+def _ocr_key(image: ExtractedImage, languages: str) -> str:
+    return ResultCache.key("ocr", languages, OCR_VERSION, image.image_id)
+
+
+def images_to_describe(
+    images: Sequence[ExtractedImage], settings: VisionSettings, cache_dir: Path | None
+) -> list[ExtractedImage]:
+    """The images describing would call the vision model or OCR for (neither skipped nor
+    cached): one per image hash, first occurrence, in order. What a fanned-out run hands
+    to its batches; the rest are described from the cache (or skipped) where they are."""
+    cache = ResultCache(cache_dir)
+    out: list[ExtractedImage] = []
+    seen: set[str] = set()
+    for image in images:
+        if image.image_id in seen or skip_reason(image, settings):
+            continue
+        seen.add(image.image_id)
+        if settings.has_vision_model and settings.model:
+            if cache.get(_vlm_key(image, settings.model)) is None:
+                out.append(image)
+        elif settings.ocr and cache.get(_ocr_key(image, settings.ocr_languages)) is None:
+            out.append(image)
+    return out
+
+
 class _Describer:
     def __init__(
         self, settings: VisionSettings, cache_dir: Path | None, client: VisionClient | None, ocr: OcrFunction
@@ -76,7 +119,7 @@ class _Describer:
         memo_key = (image.image_id, model)
         if memo_key in self.memo:
             return self.memo[memo_key]
-        key = ResultCache.key("vlm", model, PROMPT_VERSION, image.image_id)
+        key = _vlm_key(image, model)
         cached = self.cache.get(key)
         if cached is not None:
             answer = VisionAnswer(
@@ -111,7 +154,7 @@ class _Describer:
     def ocr_text(self, image: ExtractedImage, data: bytes) -> tuple[str, str | None]:
         """``(text, error)``; cached by image hash and languages."""
         langs = self.settings.ocr_languages
-        key = ResultCache.key("ocr", langs, OCR_VERSION, image.image_id)
+        key = _ocr_key(image, langs)
         cached = self.cache.get(key)
         if cached is not None:
             return str(cached.get("text", "")), None
@@ -144,14 +187,9 @@ class _Describer:
             )
 
         s = self.settings
-        if not s.enabled:
-            return skipped("DISABLED: vision.enabled is false in kb.yaml")
-        if image.mime_type not in _READABLE:
-            return skipped(f"UNSUPPORTED_FORMAT: {image.mime_type} cannot be sent to a vision model or OCR")
-        if image.width and image.height and min(image.width, image.height) < s.min_side_px:
-            return skipped(f"TOO_SMALL: {image.width}x{image.height} px, under vision.min_side_px = {s.min_side_px}")
-        if not image.path:
-            return skipped("NOT_STORED: the image bytes were not stored at parsing (no images_dir)")
+        reason = skip_reason(image, s)
+        if reason:
+            return skipped(reason)
         try:
             data = UPath(image.path).read_bytes()
         except OSError as exc:
@@ -201,16 +239,30 @@ def describe_images(
     *,
     client: VisionClient | None = None,
     ocr: OcrFunction = ocr_image,
+    described: dict[str, ImageDescription] | None = None,
 ) -> list[ImageDescription]:
     """One description per image, in the given order; never raises for one bad image.
 
     ``cache_dir``: the warehouse cache folder (``Layout.from_env().cache``); None disables
     the cache. ``client``: a ``VisionClient`` to use instead of the OpenAI-compatible one
     built from ``settings``. ``ocr``: the OCR function ``(bytes, languages) -> text``.
+    ``described``: descriptions already made (by a batch of a fanned-out run), by image
+    hash: taken as they are (a vision failure in a batch is not retried here).
     """
     describer = _Describer(settings, cache_dir, client, ocr)
     try:
-        return [describer.describe(image) for image in images]
+        out = []
+        for image in images:
+            done = (described or {}).get(image.image_id)
+            if done is not None:  # described by a batch: this occurrence's place, its answer
+                out.append(
+                    dataclasses.replace(
+                        done, doc_id=image.doc_id, block_index=image.block_index, page_num=image.page_num
+                    )
+                )
+            else:
+                out.append(describer.describe(image))
+        return out
     finally:
         if client is None and isinstance(describer.client, OpenAIVisionClient):
             describer.client.close()  # the one it opened (a client passed in is the caller's)

@@ -1,10 +1,11 @@
-"""Work inside a partition fans out: a KB's documents parsed, chunked (parents, then
-children) and its texts embedded in batches, one Dagster step each, with the same rows and ids as one batch; a failed batch is
-retried alone; ``corpus index --workers N`` runs the batches in N processes at once.
+"""Work inside a partition fans out: a KB's documents parsed, its images described,
+chunked (parents, then children) and its texts embedded in batches, one Dagster step
+each, with the same rows and ids as one batch; a failed batch is retried alone;
+``corpus index --workers N`` runs the batches in N processes at once.
 
-The index runs are real (Dagster, Parquet, LanceDB); the embedding model is an
-OpenAI-compatible endpoint on 127.0.0.1 (hashed vectors: fast, and deterministic whatever
-the batch), also for the CLI's step processes.
+The index runs are real (Dagster, Parquet, LanceDB); the embedding and vision models are
+an OpenAI-compatible endpoint on 127.0.0.1 (hashed vectors and a description per image:
+fast, and deterministic whatever the batch), also for the CLI's step processes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 from dagster import DagsterEventType, DagsterInstance, instance_for_test
-from support.openai_server import OpenAIServer, Reply, Request, embeddings_handler
+from parsing.builders import png
+from support.openai_server import Handler, OpenAIServer, Reply, Request, embeddings_handler
 
 from assets.definitions import build_definitions
 from assets.runner import index_kb
@@ -44,6 +46,10 @@ TOPICS = [
 ]
 
 
+#: Documents with a diagram (one shared by two of them: described once, placed twice).
+PICTURES = {"backup": "NIGHTLY 02:00", "network": "PORT 8443", "storage": "AES-256", "logs": "PORT 8443"}
+
+
 def _kb_yaml(base_url: str) -> str:
     return (
         "chunking:\n  plan: PARENT:RECURSIVE;CHILD:RECURSIVE\n"
@@ -52,7 +58,26 @@ def _kb_yaml(base_url: str) -> str:
         "embedding:\n  provider: openai\n"
         f"  base_url: {base_url}\n"
         "  model: acme-embed\n  api_key_env: ACME_KEY\n  batch_size: 4\n  max_retries: 0\n"
+        f"vision: {{model: acme-vision, base_url: '{base_url}', api_key_env: ACME_KEY, max_retries: 0}}\n"
     )
+
+
+def _handler(dim: int = 32) -> Handler:
+    """Vectors for /v1/embeddings; for a vision call, a description naming the image's size
+    in bytes (so each image gets its own)."""
+    embed = embeddings_handler(dim)
+
+    def answer(request: Request) -> Reply:
+        if request.path.endswith("/embeddings"):
+            return embed(request)
+        [image] = request.parts("image_url")
+        size = len(image["image_url"]["url"])
+        return Reply.chat(
+            json.dumps({"description": f"A diagram ({size} chars).", "keywords": ["diagram"],
+                        "image_type": "IMAGE", "embedding_text": f"diagram {size}"})
+        )  # fmt: skip
+
+    return answer
 
 
 def _write_kb(home: Path, base_url: str | None = None) -> Path:
@@ -60,6 +85,10 @@ def _write_kb(home: Path, base_url: str | None = None) -> Path:
     kb.mkdir(parents=True, exist_ok=True)
     for name, text in TOPICS:
         body = f"# {name.title()}\n\n{text}\n\n## More\n\n{text} (see the {name} runbook)\n"
+        if name in PICTURES:
+            label = PICTURES[name]
+            (kb / f"{label.replace(' ', '_')}.png").write_bytes(png(label))
+            body += f"\n![{name} diagram]({label.replace(' ', '_')}.png)\n\nThe diagram above sums it up.\n"
         (kb / f"{name}.md").write_text(body, encoding="utf-8")
     if base_url is not None:
         (kb / "kb.yaml").write_text(_kb_yaml(base_url), encoding="utf-8")
@@ -80,6 +109,7 @@ def _rows(home: Path, version: str) -> dict[str, Any]:
     layout = Layout(home)
     parsed = read_partition(layout.partition_dir("parsed_blocks", KB))
     out: dict[str, Any] = {f"parsed.{k}": t.to_pylist() for k, t in parsed.items()}
+    out["image_descriptions"] = read_partition(layout.partition_dir("image_descriptions", KB)).to_pylist()
     for asset in ("parent_blocks", "child_chunks"):
         out[asset] = read_partition(layout.partition_dir(asset, KB, version)).to_pylist()
     emb = read_partition(layout.partition_dir("chunk_embeddings", KB, version))
@@ -118,6 +148,9 @@ def test_the_smallest_batch_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("CORPUS_WORKERS", "3")
     assert batches.rule("parse").min_size == 2 and batches.rule("embed") == batches.EMBED
     assert batches.rule("embed", 5).min_size == 5
+    assert batches.rule("describe") == batches.DESCRIBE
+    monkeypatch.setenv("CORPUS_MIN_BATCH_IMAGES", "2")
+    assert batches.rule("describe").min_size == 2 and batches.rule("parse").min_size == 2
     assert batches.workers_from_env() == 3
     monkeypatch.setenv("CORPUS_WORKERS", "lots")
     assert batches.workers_from_env() == 1
@@ -130,7 +163,7 @@ def test_the_smallest_batch_comes_from_the_environment(monkeypatch):
 def test_a_fanned_out_index_equals_one_batch_and_an_edit_parses_one_document(tmp_path, monkeypatch):
     monkeypatch.setenv("ACME_KEY", "k-123456")
     with OpenAIServer() as server:
-        server.handler = embeddings_handler(32)
+        server.handler = _handler(32)
         serial, fanned = tmp_path / "serial", tmp_path / "fanned"
         for home in (serial, fanned):
             _write_kb(home, server.base_url)
@@ -138,7 +171,9 @@ def test_a_fanned_out_index_equals_one_batch_and_an_edit_parses_one_document(tmp
             one, version = _index(serial, inst, workers=1)
             assert one.status == "ok", one.error
             assert _steps(inst, one.runs[0], DagsterEventType.STEP_SUCCESS).count("parsed_blocks.parse_batch[b0]") == 1
+            assert len(server.calls("/v1/chat/completions")) == 3  # the distinct images
             monkeypatch.setenv("CORPUS_MIN_BATCH_DOCUMENTS", "1")
+            monkeypatch.setenv("CORPUS_MIN_BATCH_IMAGES", "1")
             monkeypatch.setenv("CORPUS_MIN_BATCH_TEXTS", "2")
             many, version2 = _index(fanned, inst, workers=3)
             assert many.status == "ok", many.error
@@ -148,12 +183,17 @@ def test_a_fanned_out_index_equals_one_batch_and_an_edit_parses_one_document(tmp
             assert sorted(s for s in parse_steps if "parse_batch" in s) == [
                 f"parsed_blocks.parse_batch[b{i}]" for i in range(3)
             ]
+            assert sorted(s for s in parse_steps if "describe_batch" in s) == [
+                f"image_descriptions.describe_batch[b{i}]" for i in range(3)
+            ]
+            assert len(server.calls("/v1/chat/completions")) == 6  # each image once more, by its batch
             assert sorted(s for s in embed_steps if "embed_batch" in s) == [
                 f"chunk_embeddings.embed_batch[b{i}]" for i in range(3)
             ]
             for asset, op in (("parent_blocks", "parents_batch"), ("child_chunks", "children_batch")):
                 assert sorted(s for s in embed_steps if f".{op}[" in s) == [f"{asset}.{op}[b{i}]" for i in range(3)]
             a, b = _rows(serial, version), _rows(fanned, version)
+            assert [r["status"] for r in b["image_descriptions"]] == ["DESCRIBED"] * len(PICTURES)
             assert a.keys() == b.keys()
             for key in a:
                 assert a[key] == b[key], key
@@ -172,6 +212,7 @@ def test_a_fanned_out_index_equals_one_batch_and_an_edit_parses_one_document(tmp
                 "parent_blocks.parents_batch[b0]", "child_chunks.children_batch[b0]", "chunk_embeddings.embed_batch[b0]"
             ]  # fmt: skip
             assert edit.documents_chunked == 1  # the edited document; the others keep their rows
+            assert len(server.calls("/v1/chat/completions")) == 6  # the images: from the cache
             texts = read_partition(Layout(fanned).partition_dir("parsed_blocks", KB))["texts"]
             assert [r["path"] for r in texts.to_pylist()] == sorted(f"{n}.md" for n, _ in TOPICS)
             assert "800 GB" in " ".join(texts.column("text").to_pylist())
@@ -183,7 +224,7 @@ def test_a_failed_batch_is_retried_alone(tmp_path, monkeypatch):
     (and succeeds); the other batches ran once, their texts sent once."""
     monkeypatch.setenv("ACME_KEY", "k-123456")
     monkeypatch.setenv("CORPUS_MIN_BATCH_TEXTS", "2")
-    answer = embeddings_handler(32)
+    answer = _handler(32)
     failed: list[str] = []
 
     def flaky(request: Request) -> Reply:
@@ -221,7 +262,7 @@ def test_corpus_index_workers_runs_batches_in_processes_with_the_serial_rows(tmp
     """``corpus index --workers 2``: Dagster's multiprocess executor, every step in its own
     process; rows and ids as ``--workers 1`` gives."""
     with OpenAIServer() as server:
-        server.handler = embeddings_handler(32)
+        server.handler = _handler(32)
         _run_workers_cli(tmp_path, server.base_url)
 
 

@@ -36,6 +36,39 @@ def settings(server: OpenAIServer | None, **kw: object) -> VisionSettings:
     return VisionSettings(**base)  # type: ignore[arg-type]
 
 
+def test_a_fanned_out_run_describes_each_pending_image_once_in_its_batch(
+    openai_server: OpenAIServer, make_image: MakeImage, tmp_path: Path
+) -> None:
+    """``images_to_describe`` is what needs a call (not cached, not skipped, once per image
+    hash); the merge places each batch's answer at every row of that image and calls nothing
+    for them, not even when a batch fell back to OCR (a failed call is not retried there)."""
+    from dataclasses import replace
+
+    from corpus_pipeline.vision.describe import images_to_describe
+
+    cache = tmp_path / "cache"
+    a, b = make_image("PORTS"), make_image("DISKS", block_index=3)
+    svg = replace(make_image("VECTOR"), mime_type="image/svg+xml")  # skipped: never sent
+    rows = [a, b, replace(a, doc_id="doc2", block_index=7), svg]
+    s = settings(openai_server)
+    assert [i.image_id for i in images_to_describe(rows, s, cache)] == [a.image_id, b.image_id]
+    openai_server.queue(Reply.chat(ANSWER))
+    [described] = describe_images([a], s, cache)  # batch 1: answered, cached
+    assert [i.image_id for i in images_to_describe(rows, s, cache)] == [b.image_id]
+    openai_server.default = Reply.error(500)
+    [degraded] = describe_images([b], replace(s, ocr=False), cache)  # batch 2: the call failed
+    assert degraded.status == "SKIPPED" and len(openai_server.calls()) == 2
+    merged = describe_images(rows, s, cache, described={a.image_id: described, b.image_id: degraded})
+    assert len(openai_server.calls()) == 2  # the merge called nothing
+    assert [(d.image_id, d.doc_id, d.block_index, d.status) for d in merged] == [
+        (a.image_id, "doc1", 0, "DESCRIBED"),
+        (b.image_id, "doc1", 3, "SKIPPED"),
+        (a.image_id, "doc2", 7, "DESCRIBED"),
+        (svg.image_id, "doc1", 0, "SKIPPED"),
+    ]
+    assert merged[2].description == described.description
+
+
 def test_described_by_the_model_then_cached(openai_server: OpenAIServer, make_image: MakeImage, tmp_path: Path) -> None:
     image = make_image("PORTS")
     openai_server.queue(Reply.chat(ANSWER))
