@@ -1,7 +1,7 @@
 """Which Dagster executor runs the steps of a launched run, chosen by ``CORPUS_EXECUTOR``.
 
-``corpus index`` runs its jobs in its own process (``execute_in_process`` uses no executor);
-this is for the runs that Dagster launches (the UI, a backfill, the sensor, the schedule,
+``corpus index`` chooses its own (in-process when serial, multiprocess with ``--workers N``,
+``assets.runner.job_for``); this is for the runs that Dagster launches (the UI, a backfill, the sensor, the schedule,
 ``dagster job execute``):
 
 - ``in_process`` (the default): every step of a run in the run's process, one after another.

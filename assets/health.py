@@ -49,7 +49,7 @@ def this_host() -> str:
 
 
 def process_tags(kb: str) -> dict[str, str]:
-    """Tags for a run executed by this process (``execute_in_process``)."""
+    """Tags for a run executed by this process (``corpus index``)."""
     me = psutil.Process()
     return {
         KB_TAG: kb,

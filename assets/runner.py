@@ -108,7 +108,7 @@ class _RunWatcher:
         self.retried: dict[str, str] = {}  # step -> the error its last retried attempt ended with
 
     def poll(self) -> None:
-        if self.errors >= 3:
+        if self.errors >= 3 or not self.run_id:
             return
         try:
             while True:
@@ -235,13 +235,16 @@ class Interrupted(Exception):
 
 
 def job_for(job: str, home: str, workers: int) -> JobDefinition:
-    """``job`` of the code location over ``home`` with ``workers`` processes (the multiprocess
-    executor, at most ``workers`` steps at once, batches cut for ``workers``): what every
-    step process of a ``corpus index --workers N`` run rebuilds (``reconstructable``)."""
+    """``job`` of the code location over ``home``: with ``workers`` > 1 on the multiprocess
+    executor (at most ``workers`` steps at once, batches cut for ``workers``), else on the
+    in-process one. What ``corpus index`` runs, and what every step process of a
+    ``--workers N`` run rebuilds (``reconstructable``)."""
     from assets.executors import MAX_CONCURRENT_ENV
 
-    os.environ[MAX_CONCURRENT_ENV] = str(workers)
-    return build_definitions(home, executor="multiprocess", workers=workers).resolve_job_def(job)
+    if workers > 1:
+        os.environ[MAX_CONCURRENT_ENV] = str(workers)
+        return build_definitions(home, executor="multiprocess", workers=workers).resolve_job_def(job)
+    return build_definitions(home, executor="in_process", workers=1).resolve_job_def(job)
 
 
 def _run_job(
@@ -250,17 +253,14 @@ def _run_job(
     partition_key: str | MultiPartitionKey,
     instance: DagsterInstance,
     tags: dict[str, str],
-    run_id: str,
     workers: int,
     home: str,
 ) -> Any:
-    """One run of ``job``: in this process (``workers`` 1), else every step in its own
-    process, ``workers`` at a time (Dagster's multiprocess executor)."""
-    if workers <= 1:
-        return defs.resolve_job_def(job).execute_in_process(
-            partition_key=partition_key, instance=instance, raise_on_error=False, run_config=_QUIET, tags=tags,
-            run_id=run_id,
-        )  # fmt: skip
+    """One run of ``job`` (``execute_job`` of ``job_for``): in this process (``workers`` 1),
+    else every step in its own process, ``workers`` at a time (Dagster's multiprocess
+    executor). Not ``execute_in_process``: that keeps every step's output in memory until
+    the run ends (for ``output_for_node``), so a serial index would hold every batch and
+    every stage's tables of the partition at once; here an output lives on disk only."""
     from dagster import build_reconstructable_job, execute_job
 
     key = str(partition_key)
@@ -291,15 +291,14 @@ def execute(
     Meanwhile the main thread reads the run's new events twice a second and tells
     ``reporter`` (``_RunWatcher``): each step's line as it ends, progress as it goes."""
     invocation = uuid.uuid4().hex
-    run_id = str(uuid.uuid4())  # known before the run starts: its events are read while it runs
     tags = {**health.process_tags(kb), health.INVOCATION_TAG: invocation}
     box: dict[str, Any] = {}
     label = "|".join(split_key(partition_key)) if isinstance(partition_key, MultiPartitionKey) else partition_key
-    watcher = _RunWatcher(instance, run_id, label, reporter or progress.LineReporter(say))
+    watcher = _RunWatcher(instance, "", label, reporter or progress.LineReporter(say))
 
     def work() -> None:
         try:
-            box["result"] = _run_job(defs, job, partition_key, instance, tags, run_id, workers, home)
+            box["result"] = _run_job(defs, job, partition_key, instance, tags, workers, home)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
 
@@ -308,9 +307,8 @@ def execute(
     # ("partially initialized module"), so they are imported here, before the run's thread.
     import sqlalchemy.orm  # noqa: F401
 
-    # The reading's first query, also before the run's thread (its imports, and for SQLite
-    # the run's event-log file, which the run then finds made).
-    watcher.poll()
+    # The reading's first query, also before the run's thread (its imports).
+    health.find_run(instance, invocation)
     got: list[int] = []
 
     def on_signal(signo: int, _frame: FrameType | None) -> None:
@@ -325,11 +323,11 @@ def execute(
         while worker.is_alive():
             worker.join(0.25)
             waited += 0.25
-            if workers > 1 and watcher.run_id == run_id:  # execute_job names its own run
+            if not watcher.run_id:  # execute_job names its own run: found by this invocation's tag
                 found = health.find_run(instance, invocation)
                 if found is not None:
                     watcher.run_id = found.run_id
-            if waited % 0.5 == 0 and (workers <= 1 or watcher.run_id != run_id):  # twice a second (~5 ms of CPU a read)
+            if waited % 0.5 == 0 and watcher.run_id:  # twice a second (~5 ms of CPU a read)
                 watcher.poll()
             if not told and waited >= 3.0 and waited % 3.0 < 0.25:
                 note = _waiting_note(instance, invocation)

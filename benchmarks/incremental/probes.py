@@ -25,7 +25,7 @@ _depth = 0
 # (label, [(module, attribute path)], indent, what it is). Several places when a function is
 # imported by name into other modules: every binding must be wrapped.
 PROBES: list[tuple[str, list[tuple[str, str]], int, str]] = [
-    ("dagster execute_in_process", [("dagster", "JobDefinition.execute_in_process")], 0, "one Dagster run, all of it"),
+    ("dagster run", [("assets.runner", "_run_job")], 0, "one Dagster run, all of it"),
     (
         "discovery (walk + hash files)",
         [("corpus_pipeline.indexing", "discover_documents")],

@@ -16,7 +16,7 @@ What it does, in a temporary CORPUS_HOME with a temporary DAGSTER_HOME (SQLite, 
    characters; children 240/32 tokens of the embedding model);
 2. measures, in this process, what ``corpus index`` does after its argument parsing —
    ``resolve_kb`` + ``register_version`` + ``prepare_dagster_home`` +
-   ``assets.runner.index_kbs`` (Dagster runs on the instance, ``execute_in_process``):
+   ``assets.runner.index_kbs`` (Dagster runs on the instance, ``execute_job``):
    full (cold: empty warehouse, empty embedding cache, model not yet loaded), nothing
    changed and one document edited (``--repeat`` times each, a different document each
    time; the median is reported), child RECURSIVE ``max_tokens`` 240 -> 180;
@@ -150,7 +150,7 @@ def index_in_process(name: str, layout) -> Result:
     res.load = os.getloadavg()[0]
     res.spans = _step_spans(DagsterInstance.get(), summary.runs, summary.partitions_run)
     res.calls = probes.CALLS[first_call:]
-    res.runs_wall = res.probes.get("dagster execute_in_process", (0.0, 0))[0]
+    res.runs_wall = res.probes.get("dagster run", (0.0, 0))[0]
     return res
 
 
@@ -313,12 +313,12 @@ def breakdown(r: Result) -> list[list[str]]:
         return f"{x / w:.1%}"
 
     rows: list[list[str]] = [["total (wall)", f"{w:.3f}", "", "100%"]]
-    runs = sorted((c for c in r.calls if c[0] == "dagster execute_in_process"), key=lambda c: c[1])
+    runs = sorted((c for c in r.calls if c[0] == "dagster run"), key=lambda c: c[1])
 
     def in_run(c: tuple[str, float, float, int], run: tuple[str, float, float, int]) -> bool:
         return run[1] <= c[1] and c[1] + c[2] <= run[1] + run[2] + 1e-3
 
-    outside = [c for c in r.calls if c[0] != "dagster execute_in_process" and not any(in_run(c, x) for x in runs)]
+    outside = [c for c in r.calls if c[0] != "dagster run" and not any(in_run(c, x) for x in runs)]
     out_s = w - r.runs_wall
     rows.append(["outside Dagster runs", f"{out_s:.3f}", "", pct(out_s)])
     sub, outer = _calls_rows(outside, 0, 2, w)
@@ -342,11 +342,7 @@ def breakdown(r: Result) -> list[list[str]]:
             dur = t1 - t0
             steps_total += dur
             rows.append([f"    step {step}", f"{dur:.3f}", "", pct(dur)])
-            inside = [
-                c
-                for c in r.calls
-                if c[0] != "dagster execute_in_process" and t0 - 1e-3 <= c[1] and c[1] + c[2] <= t1 + 1e-3
-            ]
+            inside = [c for c in r.calls if c[0] != "dagster run" and t0 - 1e-3 <= c[1] and c[1] + c[2] <= t1 + 1e-3]
             sub, outer = _calls_rows(inside, 1, 3, w)
             rows += sub
             rows.append(

@@ -103,3 +103,27 @@ def test_a_bad_document_is_recorded_and_the_rest_is_indexed(tiny_kb, corpus_home
     assert set(failed) == {"junk.md", "empty.txt"}
     assert "binary" in failed["junk.md"] and "empty" in failed["empty.txt"]
     assert summary.child_chunks > 0
+
+
+def test_a_serial_run_keeps_no_step_output_in_memory(tiny_kb, corpus_home):
+    """A serial ``corpus index`` runs the steps one after another in its own process: an
+    output lives in its partition on disk, not in the run. (``execute_in_process`` keeps
+    every step's output until the run ends, so a serial index of a large KB held all of
+    its batches and stages at once: its peak memory grew with the KB.)"""
+    import gc
+
+    from assets.runner import _run_job, register_partitions
+    from corpus_pipeline.indexing.stats import StageResult
+
+    layout = Layout(corpus_home)
+    kb = resolve_kb(layout.kb_dir("tiny"))
+    defs = build_definitions(str(layout.home))
+    gc.collect()
+    before = {id(o) for o in gc.get_objects() if type(o) is StageResult}  # (earlier tests')
+    with instance_for_test() as instance:
+        register_partitions(instance, kb.name, register_version(layout, kb))
+        result = _run_job(defs, "parse_kb", kb.name, instance, {}, 1, str(layout.home))
+        assert result.success
+        gc.collect()
+        held = [o for o in gc.get_objects() if type(o) is StageResult and id(o) not in before]
+        assert held == [], f"{len(held)} stage outputs still in memory after the run"
