@@ -234,17 +234,18 @@ class Interrupted(Exception):
         self.signo = signo
 
 
-def job_for(job: str, home: str, workers: int) -> JobDefinition:
+def job_for(job: str, home: str, workers: int, batch_workers: int = 0) -> JobDefinition:
     """``job`` of the code location over ``home``: with ``workers`` > 1 on the multiprocess
-    executor (at most ``workers`` steps at once, batches cut for ``workers``), else on the
-    in-process one. What ``corpus index`` runs, and what every step process of a
-    ``--workers N`` run rebuilds (``reconstructable``)."""
+    executor (at most ``workers`` steps at once), else on the in-process one; its stages'
+    batches cut for ``batch_workers`` (0: ``workers`` when > 1, else ``CORPUS_WORKERS``).
+    What ``corpus index`` runs, and what every step process of a ``--workers N`` run
+    rebuilds (``reconstructable``)."""
     from assets.executors import MAX_CONCURRENT_ENV
 
     if workers > 1:
         os.environ[MAX_CONCURRENT_ENV] = str(workers)
-        return build_definitions(home, executor="multiprocess", workers=workers).resolve_job_def(job)
-    return build_definitions(home, executor="in_process", workers=1).resolve_job_def(job)
+        return build_definitions(home, executor="multiprocess", workers=batch_workers or workers).resolve_job_def(job)
+    return build_definitions(home, executor="in_process", workers=batch_workers).resolve_job_def(job)
 
 
 def _run_job(
@@ -264,7 +265,10 @@ def _run_job(
     from dagster import build_reconstructable_job, execute_job
 
     key = str(partition_key)
-    recon = build_reconstructable_job("assets.runner", "job_for", reconstructable_args=(job, home, workers))  # type: ignore[arg-type]
+    corpus = (defs.resources or {}).get("corpus")
+    batch_workers = int(getattr(corpus, "workers", 0) or 0)  # what ``defs`` cuts batches for
+    args: Any = (job, home, workers, batch_workers)
+    recon = build_reconstructable_job("assets.runner", "job_for", reconstructable_args=args)
     part_tags = defs.resolve_job_def(job).get_tags_for_partition_key(key, None)
     with execute_job(recon, instance=instance, tags={**part_tags, **tags}, run_config=_QUIET) as result:
         return result
