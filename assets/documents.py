@@ -23,7 +23,7 @@ from assets.partitions import kb_partitions
 from corpus_pipeline import freshness, indexing
 from corpus_pipeline.indexing import batches
 from corpus_pipeline.indexing.stats import StageResult
-from corpus_pipeline.models import Document, ExtractedImage, ImageDescription, ParsedDocument
+from corpus_pipeline.models import Document, ExtractedImage, ImageDescription
 from corpus_pipeline.progress import Throttled, logging_progress
 from resources import CorpusResource
 from resources.batch_io import remove_staging
@@ -69,21 +69,21 @@ def parse_plan(
 
 
 @op(out=Out(io_manager_key=BATCH_IO), retry_policy=BATCH_RETRY)
-def parse_batch(context: OpExecutionContext, corpus: CorpusResource, batch: list[Document]) -> list[ParsedDocument]:
-    """One batch of documents parsed (each in a worker process under the KB's limits);
-    a failure of the step is retried for this batch alone."""
+def parse_batch(context: OpExecutionContext, corpus: CorpusResource, batch: list[Document]) -> dict[str, pa.Table]:
+    """One batch of documents parsed (each in a worker process under the KB's limits), as
+    the partition's rows; a failure of the step is retried for this batch alone."""
     kb = corpus.kb(context.partition_key)
-    return indexing.parse_batch(kb, batch, images_dir=corpus.layout.images, progress=progress_log(context))
+    parsed = indexing.parse_batch(kb, batch, images_dir=corpus.layout.images, progress=progress_log(context))
+    return indexing.parsed_rows(batch, parsed)
 
 
 @op
 def parse_merge(
-    context: OpExecutionContext, corpus: CorpusResource, documents: pa.Table, parts: list[list[ParsedDocument]]
+    context: OpExecutionContext, corpus: CorpusResource, documents: pa.Table, parts: list[dict[str, pa.Table]]
 ) -> Output[StageResult]:
     """Every document in table order: parsed by a batch, or carried over unchanged."""
     kb = corpus.kb(context.partition_key)
-    parsed = [p for part in parts for p in part]
-    result = indexing.merge_parsed(kb, documents, corpus.previous("parsed_blocks", kb.name), parsed)
+    result = indexing.merge_parsed(kb, documents, corpus.previous("parsed_blocks", kb.name), parts)
     remove_staging(corpus.home, context.run_id, "parsed_blocks")
     texts = result.named("texts")
     fingerprint = indexing.table_fingerprint(texts, ["doc_id", "content_hash", "status", "parser_version"])

@@ -156,3 +156,28 @@ def test_incremental_tables_equal_a_rebuild_row_for_row(tmp_path, monkeypatch, g
     assert pa2.tables.equals(fresh_parents)
     assert ch2.tables.equals(fresh_children)
     assert [s["path"] for s in p.stats.failed] == ["broken.docx"]
+
+
+def test_parse_batches_merged_equal_one_parse_of_the_whole_kb(tmp_path):
+    """What a fanned-out ``parsed_blocks`` does (each batch's parse handed to the merge as
+    Arrow rows, ``parsed_rows``) gives the tables of one parse of every document, failures
+    and unreadable files included, whatever the batches' order."""
+    import pyarrow as pa
+
+    d = tmp_path / "kb"
+    d.mkdir()
+    for i in range(5):
+        (d / f"doc-{i}.md").write_text(STRUCTURED.replace("AES-256", f"cipher-{i}"))
+    (d / "notes.txt").write_text(FLAT)
+    (d / "broken.docx").write_bytes(b"not a zip")
+    kb = resolve_kb(d)
+    docs = indexing.discover_documents(kb).tables
+    whole = indexing.parse_documents(kb, docs)
+    todo = indexing.documents_to_parse(kb, docs, None)
+    cut = [todo[:2], todo[2:5], todo[5:]]
+    parts = [indexing.parsed_rows(b, indexing.parse_batch(kb, b)) for b in cut]
+    assert all(isinstance(t, pa.Table) for part in parts for t in part.values())
+    merged = indexing.merge_parsed(kb, docs, None, parts[::-1])
+    for name in ("texts", "blocks", "images"):
+        assert merged.tables[name].equals(whole.tables[name]), name
+    assert merged.stats == whole.stats and [f["path"] for f in merged.stats.failed] == ["broken.docx"]

@@ -37,6 +37,7 @@ from corpus_pipeline.indexing.parse import (
     ok_texts,
     parse_batch,
     parse_documents,
+    parsed_rows,
 )
 from corpus_pipeline.indexing.publish import publish_version, write_search_index
 from corpus_pipeline.indexing.stats import (
@@ -85,6 +86,7 @@ __all__ = [
     "parents_to_build",
     "parse_batch",
     "parse_documents",
+    "parsed_rows",
     "publish_version",
     "read_checks",
     "read_stats",

@@ -91,28 +91,54 @@ def parse_batch(
     return out
 
 
+#: The tables of a ``parsed_blocks`` partition (and of a batch's parse).
+PARSED_TABLES = {"texts": schemas.TEXTS, "blocks": schemas.BLOCKS, "images": schemas.IMAGES}
+
+
+def parsed_rows(docs: Sequence[Document], parsed: Sequence[ParsedDocument]) -> dict[str, pa.Table]:
+    """``parsed`` (the parses of ``docs``, one batch) as the partition's rows: ``texts`` (one
+    ``DocumentText`` each), ``blocks``, ``images``. What a batch step hands to
+    ``merge_parsed``: Arrow, not Python objects, so the merge of a large KB holds every
+    document's rows compactly, a batch's objects only while that batch is converted."""
+    by_id = {d.doc_id: d for d in docs}
+    new_rows: dict[str, list[dict[str, Any]]] = {name: [] for name in PARSED_TABLES}
+    for result in parsed:
+        doc = by_id[result.doc_id]
+        text = DocumentText(
+            doc.doc_id, doc.path, doc.format, doc.content_hash, result.status, result.error, result.text,
+            len(result.blocks), len(result.images), PARSER_VERSION,
+        )  # fmt: skip
+        new_rows["texts"].extend(schemas.to_rows([text], DocumentText))
+        new_rows["blocks"].extend(schemas.to_rows(result.blocks, Block))
+        new_rows["images"].extend(schemas.to_rows(result.images, ExtractedImage))
+    return {name: pa.Table.from_pylist(new_rows[name], schema=schema) for name, schema in PARSED_TABLES.items()}
+
+
 def merge_parsed(
     kb: KnowledgeBase,
     documents: pa.Table,
     previous: dict[str, pa.Table] | None,
-    parsed: Sequence[ParsedDocument],
+    parsed: Sequence[dict[str, pa.Table]],
 ) -> StageResult:
     """The ``parsed_blocks`` output: every document of ``documents`` in table order, from
-    ``parsed`` (the batches' results, any order) or carried over from ``previous``.
+    ``parsed`` (the batches' ``parsed_rows``, any order) or carried over from ``previous``.
     Failures are rows with ``status=FAILED`` and the error."""
     prev_texts = _previous_texts(previous)
-    fresh = {p.doc_id: p for p in parsed}
+    fresh: dict[str, tuple[Any, Any]] = {}  # doc_id -> (status, error) of a batch's parse
+    for part in parsed:
+        texts = part["texts"]
+        fresh.update(
+            zip(
+                rows.strings(texts, "doc_id"),
+                zip(texts.column("status").to_pylist(), texts.column("error").to_pylist(), strict=True),
+                strict=True,
+            )
+        )
     order: list[str] = []
     kept: list[str] = []
-    names = {"texts": schemas.TEXTS, "blocks": schemas.BLOCKS, "images": schemas.IMAGES}
-    new_rows: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    parts: dict[str, list[pa.Table]] = {name: [] for name in names}
-
-    def flush() -> None:  # new rows into Arrow, a group of documents at a time (not the KB's as dicts)
-        for name, schema in names.items():
-            parts[name].append(pa.Table.from_pylist(new_rows[name], schema=schema))
-            new_rows[name] = []
-
+    unread: list[Document] = []  # discovery could not read them: failed rows made here
+    status: str
+    error: str | None
     stats = ParseStats()
     for doc in documents_of(documents):
         stats.documents += 1
@@ -125,28 +151,24 @@ def merge_parsed(
                 stats.failed.append({"path": doc.path, "error": old["error"] or "unknown error"})
             continue
         if doc.error:
-            result = ParsedDocument(doc.doc_id, DocStatus.FAILED.value, error=doc.error)
+            unread.append(doc)
+            status, error = DocStatus.FAILED.value, doc.error
         elif doc.doc_id in fresh:
-            result = fresh[doc.doc_id]
+            status, error = fresh[doc.doc_id]
         else:
             raise RuntimeError(f"{doc.path}: neither parsed by a batch nor reusable from the previous run")
         stats.parsed += 1
-        if result.status != DocStatus.OK.value:
-            stats.failed.append({"path": doc.path, "error": result.error or "unknown error"})
-        text = DocumentText(
-            doc.doc_id, doc.path, doc.format, doc.content_hash, result.status, result.error, result.text,
-            len(result.blocks), len(result.images), PARSER_VERSION,
-        )  # fmt: skip
-        new_rows["texts"].extend(schemas.to_rows([text], DocumentText))
-        new_rows["blocks"].extend(schemas.to_rows(result.blocks, Block))
-        new_rows["images"].extend(schemas.to_rows(result.images, ExtractedImage))
-        if stats.parsed % rows.GROUP_DOCS == 0:
-            flush()
-    flush()
+        if status != DocStatus.OK.value:
+            stats.failed.append({"path": doc.path, "error": error or "unknown error"})
+    parts = list(parsed)
+    if unread:
+        parts.append(
+            parsed_rows(unread, [ParsedDocument(d.doc_id, DocStatus.FAILED.value, error=d.error) for d in unread])
+        )
     tables = {}
-    for name, schema in names.items():
+    for name, schema in PARSED_TABLES.items():
         carried = [rows.of_docs(previous[name], kept)] if previous and name in previous and kept else []
-        tables[name] = rows.in_doc_order([*carried, *parts[name]], order, schema)
+        tables[name] = rows.in_doc_order([*carried, *(p[name] for p in parts)], order, schema)
     stats.blocks = tables["blocks"].num_rows
     stats.block_types = dict(sorted(Counter(rows.strings(tables["blocks"], "block_type")).items()))
     stats.images = tables["images"].num_rows
@@ -163,7 +185,7 @@ def parse_documents(
     progress: ProgressFn = no_progress,
 ) -> StageResult:
     """Parse every document in one batch: ``documents_to_parse``, ``parse_batch``,
-    ``merge_parsed`` (what the ``parsed_blocks`` asset runs with its batches fanned out).
+    ``parsed_rows``, ``merge_parsed`` (what the ``parsed_blocks`` asset runs with its batches fanned out).
 
     With ``previous`` (this partition's last output), a document whose content hash, path
     and parser version are unchanged is not parsed again: its rows are carried over
@@ -173,7 +195,7 @@ def parse_documents(
     """
     todo = documents_to_parse(kb, documents, previous)
     parsed = parse_batch(kb, todo, images_dir=images_dir, workers=workers, progress=progress)
-    result = merge_parsed(kb, documents, previous, parsed)
+    result = merge_parsed(kb, documents, previous, [parsed_rows(todo, parsed)])
     if not todo:
         progress("parse", 0, 0, "documents")  # (nothing to parse: the stage is done)
     return result
