@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -87,6 +88,9 @@ REWRITE_SHARE = 0.5
 #: A digest of each row's values (vector included): what tells an unchanged document's rows
 #: from changed ones without reading their text back.
 ROW_HASH_COLUMN = "row_hash"
+#: Rows turned into Python values at a time by a write (row hashes, keyword text): what
+#: a write holds as Python objects is this slice's, not the table's.
+PY_SLICE_ROWS = 8192
 #: Delta segments of the full-text index past which a write merges them into one (index
 #: maintenance paid once every so many writes, not on each).
 FTS_MAX_SEGMENTS = 8
@@ -125,11 +129,19 @@ def search_rows(chunks: pa.Table, vectors: np.ndarray, *, keywords: bool = True)
             cols[f.name] = chunks.column(f.name).cast(f.type)
     table = pa.table(cols, schema=schema)
     # (keyword_text is a function of text, and the analyser's version is SEARCH_TABLE_VERSION's)
-    table = table.append_column(ROW_HASH_COLUMN, pa.array(_row_hashes(table, vecs), pa.string()))
+    table = table.append_column(ROW_HASH_COLUMN, _in_slices(table, lambda t, s: _row_hashes(t, vecs[s : s + len(t)])))
     if len(table):
         mean = vecs.astype(np.float64).mean(axis=0)
         table = table.replace_schema_metadata({VECTOR_MEAN_KEY: json.dumps([round(float(x), 7) for x in mean])})
     return with_keywords(table) if keywords else table
+
+
+def _in_slices(table: pa.Table, values: Callable[[pa.Table, int], list[str]]) -> pa.ChunkedArray[Any]:
+    """A string column of ``values(slice, start)`` over ``table``'s slices of
+    ``PY_SLICE_ROWS`` rows: each slice's Python values become Arrow before the next."""
+    step = PY_SLICE_ROWS
+    parts = [pa.array(values(table.slice(s, step), s), pa.string()) for s in range(0, table.num_rows, step)]
+    return pa.chunked_array(parts, pa.string())
 
 
 def _row_hashes(table: pa.Table, vecs: np.ndarray) -> list[str]:
@@ -155,7 +167,7 @@ def with_keywords(table: pa.Table) -> pa.Table:
 
     if KEYWORD_COLUMN in table.column_names:
         return table
-    analysed = pa.array([keyword_text(t or "") for t in table.column("text").to_pylist()], pa.string())
+    analysed = _in_slices(table, lambda t, _s: [keyword_text(x or "") for x in t.column("text").to_pylist()])
     out = table.add_column(table.schema.get_field_index(ROW_HASH_COLUMN), KEYWORD_COLUMN, analysed)
     return out.replace_schema_metadata(table.schema.metadata)
 

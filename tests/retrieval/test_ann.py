@@ -258,3 +258,20 @@ def test_the_settings_are_validated_naming_the_key(tmp_path):
     (tmp_path / "kb.yaml").write_text("search:\n  ann_min_rows: 50000\n", encoding="utf-8")
     assert load_kb_config(tmp_path).search.ann_min_rows == 50000
     assert SearchSettings().ann_min_rows == 100_000
+
+
+def test_search_rows_made_in_slices_equal_one_slice(monkeypatch):
+    """A write turns rows into Python values (row hashes, keyword text) a slice at a time
+    (``PY_SLICE_ROWS``), so its memory does not grow with the table: the rows are the same
+    as in one slice, Chinese text included."""
+    from corpus_pipeline.store import lance
+
+    rows = _rows(0, 50)
+    rows[7]["text"] = "线程栈溢出时先用 jstack 看线程"
+    chunks = pa.Table.from_pylist(rows)
+    vecs = _vectors(np.arange(50), 0.4, 2)
+    whole = search_rows(chunks, vecs)
+    monkeypatch.setattr(lance, "PY_SLICE_ROWS", 7)
+    sliced = search_rows(chunks, vecs)
+    assert sliced.combine_chunks().equals(whole.combine_chunks())
+    assert sliced.column("row_hash").num_chunks == 8 and len(set(whole.column("row_hash").to_pylist())) == 50
