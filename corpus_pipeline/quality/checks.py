@@ -160,7 +160,7 @@ def _unique_rules(df: pd.DataFrame, id_col: str, index_col: str) -> dict[str, pd
 
 def _span_rules(df: pd.DataFrame, kind: str) -> dict[str, pd.Series]:
     src = df["_exempt"]
-    source_mismatch = (~src) & df["_source_span"].notna() & (df["text"] != df["_source_span"])
+    source_mismatch = (~src) & df["_source_match"].notna() & (df["_source_match"] == False)  # noqa: E712
     return {
         "start_offset >= 0": df["start_offset"] < 0,
         "end_offset >= start_offset": df["end_offset"] < df["start_offset"],

@@ -2,7 +2,7 @@
 rules compare computed once (``_``-prefixed columns).
 
     p = Partition(key, thresholds, parents=..., children=..., texts=..., embeddings=...)
-    p.parents / p.children   rows with _doc_len, _len, _source_span, _exempt, the row's plan
+    p.parents / p.children   rows with _doc_len, _len, _source_match, _exempt, the row's plan
                              limits (_max_chars, _max_tokens; children: _min_*), children
                              also _parent_doc/_parent_start/_parent_end/_parent_own_start, _last
     p.documents              the parsed documents with text (doc_id, path) and their counts
@@ -101,14 +101,18 @@ class Partition:
         )
         if "chunk_type" in df.columns:
             exempt = exempt | df["chunk_type"].isin(IMAGE_CHUNK_TYPES)
-        spans: list[Any] = []
-        for doc, s, e, ex in zip(df["doc_id"], df["start_offset"], df["end_offset"], exempt, strict=True):
+        # Whether the row's text is its span of the canonical text (None: exempt, or no span
+        # to compare with): compared row by row, not kept as a second copy of every text.
+        match: list[Any] = []
+        for doc, s, e, ex, text in zip(
+            df["doc_id"], df["start_offset"], df["end_offset"], exempt, df["text"], strict=True
+        ):
             t = texts.get(doc)
-            spans.append(None if ex or t is None or pd.isna(s) or pd.isna(e) else t[int(s) : int(e)])
+            match.append(None if ex or t is None or pd.isna(s) or pd.isna(e) else text == t[int(s) : int(e)])
         return df.assign(
             _doc_len=df["doc_id"].map(lambda d: len(texts[d]) if d in texts else np.nan).astype(float),
             _len=df["text"].fillna("").astype(str).str.len(),
-            _source_span=pd.Series(spans, index=df.index, dtype=object),
+            _source_match=pd.Series(match, index=df.index, dtype=object),
             _exempt=exempt,
         )
 
