@@ -141,6 +141,12 @@ def generate_kb(
     """Write ``n_docs`` documents under ``kb_dir``; returns a description of what was made."""
     rng = random.Random(seed)
     pools = load_sections(corpus)
+    empty = sorted(lang for lang in ("en", "zh") if not pools.get(lang))
+    if empty:
+        raise SystemExit(
+            f"generate_kb: no {'/'.join(empty)} sections under {corpus} (is the shared corpus there? "
+            "the benchmarks read ../shared/corpora/ beside the repository)"
+        )
     streams = {lang: _Stream(secs, random.Random(rng.random())) for lang, secs in pools.items()}
     sizes: list[int] = []
     counts = {"en-md": 0, "en-txt": 0, "zh-md": 0, "zh-txt": 0}
