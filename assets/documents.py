@@ -9,6 +9,7 @@ from dagster import (
     DataVersion,
     DynamicOut,
     DynamicOutput,
+    In,
     MetadataValue,
     OpExecutionContext,
     Out,
@@ -27,6 +28,7 @@ from corpus_pipeline.models import Document, ExtractedImage, ImageDescription
 from corpus_pipeline.progress import Throttled, logging_progress
 from resources import CorpusResource
 from resources.batch_io import remove_staging
+from resources.io_manager import READ
 
 
 def progress_log(context: AssetExecutionContext | OpExecutionContext) -> Throttled:
@@ -98,7 +100,12 @@ def parsed_blocks(documents: pa.Table) -> Any:
     return parse_merge(documents, parse_plan(documents).map(parse_batch).collect())
 
 
-@op(out=DynamicOut(io_manager_key=BATCH_IO))
+# What the description steps read of parsed_blocks: the images, and the documents' ids and
+# hashes (the parse fingerprint), not every document's text and blocks.
+_IMAGES_ONLY = In(metadata={READ: {"images": None, "texts": ["doc_id", "path", "content_hash"]}})
+
+
+@op(out=DynamicOut(io_manager_key=BATCH_IO), ins={"parsed_blocks": _IMAGES_ONLY})
 def describe_plan(
     context: OpExecutionContext, corpus: CorpusResource, parsed_blocks: dict[str, pa.Table]
 ) -> Iterator[DynamicOutput[list[ExtractedImage]]]:
@@ -123,7 +130,7 @@ def describe_batch(
     return indexing.describe_batch(kb, images, corpus.layout.cache, progress=progress_log(context))
 
 
-@op
+@op(ins={"parsed_blocks": _IMAGES_ONLY})
 def describe_merge(
     context: OpExecutionContext,
     corpus: CorpusResource,

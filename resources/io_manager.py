@@ -17,8 +17,11 @@ from upath import UPath
 
 from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.parquet import read_manifest, read_partition, write_partition
+from corpus_pipeline.store.parquet import read_manifest, read_partition, read_table, write_partition
 from resources.metadata import column_schema
+
+#: The key of an input's metadata that names the tables (and columns) it reads.
+READ = "corpus/read"
 
 
 def partition_folder(layout: Layout, asset: str, key: str | MultiPartitionKey) -> UPath:
@@ -80,4 +83,11 @@ class PartitionedParquetIOManager(ConfigurableIOManager):
         context.add_output_metadata(written_metadata(folder, tables, [f.name for f in files]))
 
     def load_input(self, context: InputContext) -> Any:
-        return read_partition(self._path(context))
+        """The partition's tables; an input whose definition says ``READ`` in its metadata
+        (``{table: [columns] or None}``) gets only those tables (and columns): a step that
+        needs a partition's images is not handed every document's text."""
+        folder = self._path(context)
+        wanted = (context.definition_metadata or {}).get(READ)
+        if not wanted:
+            return read_partition(folder)
+        return {name: read_table(folder, name, **({"columns": cols} if cols else {})) for name, cols in wanted.items()}

@@ -102,3 +102,35 @@ def test_materializations_carry_row_count_column_schema_and_path(tiny_kb, corpus
     assert index["dagster/row_count"].value == summary.child_chunks
     assert "vector" in {c.name for c in index["dagster/column_schema"].value.columns}
     assert type(index["lancedb"]).__name__ == "PathMetadataValue"
+
+
+def test_an_input_reads_only_the_tables_and_columns_it_declares(tmp_path):
+    """The IO manager hands an input what its definition's ``corpus/read`` metadata names:
+    the description steps get a partition's images and the documents' ids and hashes, not
+    every document's text and blocks."""
+    import pyarrow as pa
+    from dagster import build_input_context
+
+    from assets.documents import describe_merge, describe_plan
+    from corpus_pipeline.store.parquet import write_partition
+    from resources import PartitionedParquetIOManager
+    from resources.io_manager import READ
+
+    layout = Layout(tmp_path)
+    texts = pa.table({"doc_id": ["d1"], "path": ["a.md"], "content_hash": ["h"], "text": ["the whole text"]})
+    images = pa.table({"doc_id": ["d1"], "image_hash": ["i"]})
+    blocks = pa.table({"doc_id": ["d1"], "text": ["a block"]})
+    write_partition(layout.partition_dir("parsed_blocks", "kb1"), {"texts": texts, "images": images, "blocks": blocks})
+    manager = PartitionedParquetIOManager(home=str(tmp_path))
+
+    def load(metadata: dict | None) -> dict:
+        return manager.load_input(
+            build_input_context(asset_key="parsed_blocks", partition_key="kb1", definition_metadata=metadata)
+        )
+
+    assert set(load(None)) == {"texts", "images", "blocks"}
+    for op_def in (describe_plan, describe_merge):
+        wanted = op_def.ins["parsed_blocks"].metadata[READ]
+        got = load({READ: wanted})
+        assert set(got) == {"images", "texts"}
+        assert got["images"].equals(images) and got["texts"].column_names == ["doc_id", "path", "content_hash"]
