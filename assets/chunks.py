@@ -263,9 +263,9 @@ def embed_plan(
 
 
 @op(out=Out(io_manager_key=BATCH_IO), retry_policy=BATCH_RETRY)
-def embed_batch(context: OpExecutionContext, corpus: CorpusResource, texts: list[str]) -> dict[str, Any]:
-    """One batch of texts embedded (vectors by text hash); a failure of the step (the
-    endpoint down, the worker lost) is retried for this batch alone."""
+def embed_batch(context: OpExecutionContext, corpus: CorpusResource, texts: list[str]) -> pa.Table:
+    """One batch of texts embedded (a table of text hash and vector); a failure of the step
+    (the endpoint down, the worker lost) is retried for this batch alone."""
     kb_name, version = split_key(context.partition_key)
     emb = corpus.kb_at_version(kb_name, version).config.embedding
     return indexing.embed_batch(texts, emb, progress=progress_log(context))
@@ -273,12 +273,12 @@ def embed_batch(context: OpExecutionContext, corpus: CorpusResource, texts: list
 
 @op(out={"result": Out(), **{n: Out() for n in _check_outputs("chunk_embeddings")}})
 def embed_merge(
-    context: OpExecutionContext, corpus: CorpusResource, child_chunks: pa.Table, parts: list[dict[str, Any]]
+    context: OpExecutionContext, corpus: CorpusResource, child_chunks: pa.Table, parts: list[pa.Table]
 ) -> Iterator[Output[StageResult] | AssetCheckResult]:
     """One vector per child chunk, in table order: from the batches, else the cache."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
-    fresh = {h: v for part in parts for h, v in part.items()}
+    fresh = indexing.VectorsByHash(parts)
     previous = corpus.previous("chunk_embeddings", kb_name, version)
     result = indexing.embed_chunks(
         child_chunks, kb.config.embedding, cache=corpus.embedding_cache(), fresh=fresh, previous=previous

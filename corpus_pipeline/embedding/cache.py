@@ -35,6 +35,10 @@ class Embedder(Protocol):
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+#: Vectors turned into SQLite rows at a time by ``put_many``.
+PUT_ROWS = 4096
+
+
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -71,13 +75,30 @@ class EmbeddingCache:
                 out[h] = np.frombuffer(blob, dtype=np.float32)
         return out
 
-    def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
+    def has_many(self, model: str, hashes: Sequence[str]) -> set[str]:
+        """Which of ``hashes`` have a vector of ``model`` (their vectors are not read)."""
+        out: set[str] = set()
         conn = self._conn()
+        uniq = list(dict.fromkeys(hashes))
+        for i in range(0, len(uniq), 500):
+            part = uniq[i : i + 500]
+            q = f"SELECT text_hash FROM vectors WHERE model = ? AND text_hash IN ({','.join('?' * len(part))})"
+            out.update(h for (h,) in conn.execute(q, [model, *part]))
+        return out
+
+    def put_many(self, model: str, items: Mapping[str, np.ndarray]) -> None:
+        """Store ``items`` (one transaction), ``PUT_ROWS`` rows' bytes built at a time."""
+        conn = self._conn()
+        keys = list(items)
         with conn:
-            conn.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
-                [(model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in items.items()],
-            )
+            for i in range(0, len(keys), PUT_ROWS):
+                conn.executemany(
+                    "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
+                    [
+                        (model, h, int(items[h].shape[0]), np.asarray(items[h], dtype=np.float32).tobytes())
+                        for h in keys[i : i + PUT_ROWS]
+                    ],
+                )
 
 
 def embed_with_cache(
@@ -129,7 +150,7 @@ def embed_with_cache(
                 closer()
     vecs = np.stack([found[h] for h in hashes]) if hashes else np.zeros((0, dim), dtype=np.float32)
     embedded = len(missing) + len(given)
-    return vecs.astype(np.float32), embedded, len(texts) - embedded
+    return vecs.astype(np.float32, copy=False), embedded, len(texts) - embedded
 
 
 class CachedEmbedder:

@@ -29,7 +29,7 @@ from corpus_pipeline.indexing.describe import (
     merge_descriptions,
 )
 from corpus_pipeline.indexing.discover import discover_documents, documents_of
-from corpus_pipeline.indexing.embed import embed_batch, embed_chunks, texts_to_embed, vectors_of
+from corpus_pipeline.indexing.embed import VectorsByHash, embed_batch, embed_chunks, texts_to_embed, vectors_of
 from corpus_pipeline.indexing.parse import (
     blocks_by_doc,
     documents_to_parse,
@@ -64,6 +64,7 @@ __all__ = [
     "PublishStats",
     "StageResult",
     "StageStats",
+    "VectorsByHash",
     "blocks_by_doc",
     "build_child_chunks",
     "build_parent_blocks",

@@ -88,18 +88,17 @@ def texts_to_embed(
     need = _not_in(children, previous_vectors(previous, config.vector_key))
     texts = rows.strings(need, "text")
     hashes = rows.strings(need, "text_hash")
-    found = cache.get_many(config.vector_key, hashes) if cache else {}
+    found = cache.has_many(config.vector_key, hashes) if cache else set()
     first = dict(zip(hashes, texts, strict=True))
     return [first[h] for h in first if h not in found]
 
 
-def embed_batch(
-    texts: Sequence[str], config: EmbeddingConfig, *, progress: ProgressFn | None = None
-) -> dict[str, np.ndarray]:
-    """Passage vectors of one batch of ``texts_to_embed``, by text hash (the model is
-    opened here, and closed)."""
+def embed_batch(texts: Sequence[str], config: EmbeddingConfig, *, progress: ProgressFn | None = None) -> pa.Table:
+    """Passage vectors of one batch of ``texts_to_embed``: a table of ``text_hash`` and
+    ``vector`` (Arrow, what the batch step hands to the merge; the model is opened here,
+    and closed)."""
     if not texts:
-        return {}
+        return batch_vectors([], np.zeros((0, 0), dtype=np.float32))
     embedder = open_embedder(config)
     try:
         model: Embedder = embedder if progress is None else _Reporting(embedder, config, progress)
@@ -108,7 +107,43 @@ def embed_batch(
         closer = getattr(embedder, "close", None)
         if callable(closer):
             closer()
-    return {text_hash(t): v for t, v in zip(texts, vecs, strict=True)}
+    return batch_vectors([text_hash(t) for t in texts], vecs)
+
+
+def batch_vectors(hashes: Sequence[str], vecs: np.ndarray) -> pa.Table:
+    """``embed_batch``'s table: ``text_hash`` and ``vector`` (fixed-size float32 lists)."""
+    vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+    dim = int(vecs.shape[1]) if vecs.ndim == 2 and vecs.shape[1] else 1  # (an empty batch: any size)
+    vector = pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), type=pa.float32()), dim)
+    return pa.table({"text_hash": pa.array(list(hashes), pa.string()), "vector": vector})
+
+
+class VectorsByHash(Mapping[str, np.ndarray]):
+    """The batches' vectors (``embed_batch`` tables) by text hash, as rows of one array
+    (no vector is copied into an object of its own)."""
+
+    def __init__(self, tables: Sequence[pa.Table]) -> None:
+        parts = [t for t in tables if t.num_rows]
+        self._at: dict[str, int] = {}
+        if not parts:
+            self._vecs = np.zeros((0, 0), dtype=np.float32)
+            return
+        table = pa.concat_tables(parts)
+        self._vecs = vectors_of(table)
+        self._at = {h: i for i, h in enumerate(rows.strings(table, "text_hash"))}
+
+    def __getitem__(self, h: str) -> np.ndarray:
+        row: np.ndarray = self._vecs[self._at[h]]
+        return row
+
+    def __contains__(self, h: object) -> bool:
+        return h in self._at
+
+    def __iter__(self) -> Any:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
 
 
 def embed_chunks(

@@ -80,3 +80,30 @@ def test_a_re_embed_takes_unchanged_vectors_from_the_previous_partition(tmp_path
     assert again.table.equals(whole)
     by_hash = dict(zip(first["text_hash"].to_pylist(), first["vector"].to_pylist(), strict=True))
     assert again.table["vector"].to_pylist()[2] == by_hash[edited["text_hash"][2].as_py()]
+
+
+def test_batch_vectors_handed_to_the_merge_are_the_vectors_and_are_cached(tmp_path, monkeypatch):
+    """What a fanned-out embed does: each batch's vectors as one Arrow table
+    (``batch_vectors``), looked up by text hash without a copy per vector
+    (``VectorsByHash``); the merge takes them, writes them to the cache (a few rows at a
+    time) and embeds nothing itself."""
+    from corpus_pipeline.embedding import cache as cache_mod
+    from corpus_pipeline.embedding.cache import text_hash
+    from corpus_pipeline.indexing.embed import VectorsByHash, batch_vectors
+
+    monkeypatch.setattr(cache_mod, "PUT_ROWS", 2)
+    texts = ["a", "bb", "ccc", "dddd", "bb"]
+    model = CountingEmbedder()
+    parts = [batch_vectors([text_hash(t) for t in b], model.embed(b)) for b in (["a", "bb"], ["ccc", "dddd"])]
+    fresh = VectorsByHash([*parts, batch_vectors([], np.zeros((0, 0), dtype=np.float32))])
+    assert len(fresh) == 4 and text_hash("ccc") in fresh and fresh[text_hash("dddd")].tolist() == [4, 1, 0]
+    cache = EmbeddingCache(tmp_path / "e.sqlite")
+
+    def must_not_load():
+        raise AssertionError("the merge embedded a text a batch had embedded")
+
+    vecs, embedded, reused = embed_with_cache(texts, must_not_load, cache, model_name="counting", known=fresh)
+    assert vecs.tolist() == [[len(t), 1, 0] for t in texts] and (embedded, reused) == (4, 1)
+    hashes = [text_hash(t) for t in [*texts, "new"]]
+    assert cache.has_many("counting", hashes) == {text_hash(t) for t in texts}
+    assert cache.get_many("counting", hashes)[text_hash("ccc")].tolist() == [3, 1, 0]
