@@ -103,6 +103,32 @@ def _wait_for_step(home: Path, proc: subprocess.Popen[str], step: str, known: se
     raise AssertionError(f"{step} never started within {timeout} s")
 
 
+def _kill_each_holding_a_slot(
+    home: Path, procs: list[subprocess.Popen[str]], pool: str, step: str, known: set[str], timeout: float
+) -> None:
+    """Kill -9 each process as soon as its run holds a slot of ``pool`` for ``step``. The
+    processes are watched together: waiting for one first let the other's batch start and
+    end unseen on a loaded machine (its slot already freed when the test looked)."""
+    pending = {proc.pid: proc for proc in procs}
+    t0 = time.monotonic()
+    while pending and time.monotonic() - t0 < timeout:
+        try:
+            with _instance(home) as inst:
+                claimed = inst.event_log_storage.get_concurrency_info(pool).claimed_slots
+                holders = {c.run_id for c in claimed if c.step_key == step}
+                for run in inst.get_runs(limit=8):
+                    pid = run.tags.get("corpus/pid")
+                    if run.run_id not in known and run.run_id in holders and pid and int(pid) in pending:
+                        os.killpg(int(pid), signal.SIGKILL)
+                        del pending[int(pid)]
+        except Exception:
+            pass
+        for proc in pending.values():
+            assert proc.poll() is None, f"corpus index ended before {step} held a slot: {proc.communicate()}"
+        time.sleep(0.02)
+    assert not pending, f"{step} never held a slot of {pool!r} within {timeout} s"
+
+
 def _kill_at(home: Path, step: str, *args: str) -> str:
     with _instance(home) as inst:
         known = {r.run_id for r in inst.get_runs()}
@@ -209,10 +235,8 @@ def test_two_kills_during_chunking_do_not_wedge_the_next_kb(built, tmp_path):
     with _instance(home) as inst:
         known = {r.run_id for r in inst.get_runs()}
     procs = [_start(home, "--kb", name, "--workers", "1") for name in ("kb", "second")]
-    try:
-        for proc in procs:  # each killed while its batch runs, holding a slot
-            _wait_for_step(home, proc, "child_chunks.children_batch[b0]", known, timeout=240)
-            os.killpg(proc.pid, signal.SIGKILL)
+    try:  # each killed while its batch runs, holding a slot
+        _kill_each_holding_a_slot(home, procs, "llm", "child_chunks.children_batch[b0]", known, timeout=240)
     finally:
         for proc in procs:
             proc.communicate(timeout=30)
