@@ -107,12 +107,8 @@ def embed_with_cache(
     cache: EmbeddingCache | None,
     *,
     model_name: str | None = None,
-    known: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, int, int]:
     """Vectors for ``texts`` in order; returns ``(vectors, embedded, reused)``.
-
-    ``known``: vectors this model computed elsewhere for some of the texts (by text hash:
-    the batches of a fanned-out embed), written to the cache and counted as embedded.
 
     ``embedder`` may be a zero-argument factory (with ``model_name``): the model is then
     loaded only when some text is missing from the cache, so a re-run whose texts were all
@@ -124,11 +120,6 @@ def embed_with_cache(
         raise ValueError("embed_with_cache: a lazy embedder needs model_name")
     hashes = [text_hash(t) for t in texts]
     found = cache.get_many(name, hashes) if cache else {}
-    given = {h: np.asarray(known[h], dtype=np.float32) for h in dict.fromkeys(hashes) if known and h in known}
-    if given:
-        if cache:
-            cache.put_many(name, given)
-        found.update(given)
     missing = [h for h in dict.fromkeys(hashes) if h not in found]
     dim = next(iter(found.values())).shape[0] if found else 0
     if missing or not hashes:
@@ -149,7 +140,7 @@ def embed_with_cache(
             if ready is None and callable(closer):  # opened here (an endpoint's client): closed here
                 closer()
     vecs = np.stack([found[h] for h in hashes]) if hashes else np.zeros((0, dim), dtype=np.float32)
-    embedded = len(missing) + len(given)
+    embedded = len(missing)
     return vecs.astype(np.float32, copy=False), embedded, len(texts) - embedded
 
 

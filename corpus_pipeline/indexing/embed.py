@@ -119,21 +119,22 @@ def batch_vectors(hashes: Sequence[str], vecs: np.ndarray) -> pa.Table:
 
 
 class VectorsByHash(Mapping[str, np.ndarray]):
-    """The batches' vectors (``embed_batch`` tables) by text hash, as rows of one array
-    (no vector is copied into an object of its own)."""
+    """The batches' vectors (``embed_batch`` tables) by text hash, each batch's as one
+    array, none copied (no concatenation, no object per vector); ``parts`` are (hashes,
+    vectors) pairs, what ``embed_chunks`` joins the chunks on."""
 
     def __init__(self, tables: Sequence[pa.Table]) -> None:
-        parts = [t for t in tables if t.num_rows]
-        self._at: dict[str, int] = {}
-        if not parts:
-            self._vecs = np.zeros((0, 0), dtype=np.float32)
-            return
-        table = pa.concat_tables(parts)
-        self._vecs = vectors_of(table)
-        self._at = {h: i for i, h in enumerate(rows.strings(table, "text_hash"))}
+        self.parts: list[tuple[Any, np.ndarray]] = [
+            (t.column("text_hash").combine_chunks(), vectors_of(t)) for t in tables if t.num_rows
+        ]
+        self._at: dict[str, tuple[int, int]] = {}
+        for p, (hashes, _vecs) in enumerate(self.parts):
+            for i, h in enumerate(hashes.to_pylist()):
+                self._at.setdefault(h, (p, i))
 
     def __getitem__(self, h: str) -> np.ndarray:
-        row: np.ndarray = self._vecs[self._at[h]]
+        p, i = self._at[h]
+        row: np.ndarray = self.parts[p][1][i]
         return row
 
     def __contains__(self, h: object) -> bool:
@@ -146,68 +147,102 @@ class VectorsByHash(Mapping[str, np.ndarray]):
         return len(self._at)
 
 
+#: Vectors copied into the output at a time (bounds the copy's temporary).
+COPY_ROWS = 16_384
+
+
+def _rows_in(hashes: Any, value_set: Any, todo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of the rows still ``todo``, those whose hash is in ``value_set``: (their row numbers,
+    their positions in ``value_set``)."""
+    at: Any = pc.index_in(hashes, value_set=value_set)
+    pos = np.asarray(pc.fill_null(at, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    take = np.flatnonzero(todo & (pos >= 0))
+    return take, pos[take]
+
+
 def embed_chunks(
     children: pa.Table,
     config: EmbeddingConfig,
     *,
     cache: EmbeddingCache | None,
     progress: ProgressFn | None = None,
-    fresh: Mapping[str, np.ndarray] | None = None,
+    fresh: VectorsByHash | None = None,
     previous: pa.Table | None = None,
 ) -> StageResult:
     """One passage vector per child, cached under the model's ``vector_key``.
 
-    A chunk whose text has a vector in this partition's ``previous`` embeddings keeps it
-    (taken as Arrow, no row turned into Python); the others come from ``fresh`` (the
-    vectors the run's batches computed, ``embed_batch``, by text hash), else the cache,
-    else are embedded here, ``progress`` told as it goes (``embed``, done, total,
-    ``chunks``)."""
+    Each chunk's vector comes, in this order, from this partition's ``previous``
+    embeddings (same text, same model), from ``fresh`` (the vectors the run's batches
+    computed, ``embed_batch``; written to the cache here), else from the cache, else is
+    embedded here, ``progress`` told as it goes (``embed``, done, total, ``chunks``). The
+    first two are joined by text hash in Arrow and copied once, a slice at a time, into
+    the output matrix: no chunk's text or vector becomes a Python object unless it must be
+    looked up or embedded."""
     model = config.vector_key
+    n = children.num_rows
+    hashes: Any = children.column("text_hash").combine_chunks()
+    todo = np.ones(n, dtype=bool)
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []  # (rows, source, source rows)
     prev = previous_vectors(previous, model)
-    need = _not_in(children, prev)
+    prev_dim = prev.column("vector").type.list_size if prev is not None else None
+    if prev is not None:
+        take, pos = _rows_in(hashes, prev.column("text_hash").combine_chunks(), todo)
+        found.append((take, vectors_of(prev), pos))
+        todo[take] = False
+    given: set[tuple[int, int]] = set()
+    for p, (part_hashes, part_vecs) in enumerate(fresh.parts if fresh is not None else []):
+        if not todo.any():
+            break
+        take, pos = _rows_in(hashes, part_hashes, todo)
+        if take.size:
+            found.append((take, part_vecs, pos))
+            todo[take] = False
+            given.update((p, int(i)) for i in np.unique(pos))
+    if given and cache is not None and fresh is not None:
+        cache.put_many(model, fresh)
 
     def opener() -> Embedder:
         embedder = open_embedder(config)
         return embedder if progress is None else _Reporting(embedder, config, progress)
 
-    texts = rows.strings(need, "text")
-    if prev is not None and not texts:
-        vecs, embedded = np.zeros((0, prev.column("vector").type.list_size), dtype=np.float32), 0
-    else:
-        vecs, embedded, _ = embed_with_cache(texts, opener, cache, model_name=model, known=fresh)
-    dim = int(vecs.shape[1])
-    new = pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), type=pa.float32()), dim)
-    if prev is None or need.num_rows == children.num_rows:
-        vector: Any = new
-    elif prev.column("vector").type.list_size != dim:
+    rest = np.flatnonzero(todo)
+    embedded = len(given)
+    if rest.size or not found:  # (an empty KB with nothing before it: the model says its size)
+        texts = rows.strings(children.take(rest), "text")
+        vecs, newly, _ = embed_with_cache(texts, opener, cache, model_name=model)
+        embedded += newly
+        found.append((rest, vecs, None))
+    used = [(i, int(src.shape[1])) for i, (take, src, _pos) in enumerate(found) if take.size]
+    new_dims = {d for i, d in used if prev is None or i > 0}
+    if prev_dim is not None and new_dims and new_dims != {prev_dim}:
         raise StoreError(
-            f"the previous vectors of model {model!r} have {prev.column('vector').type.list_size} dimensions, "
-            f"its new ones {dim}: the model changed under the same name; give it a new name in kb.yaml"
+            f"the previous vectors of model {model!r} have {prev_dim} dimensions, "
+            f"its new ones {min(new_dims)}: the model changed under the same name; give it a new name in kb.yaml"
         )
-    else:
-        # Each row's place in [previous vectors ++ new vectors]: a hit its previous row,
-        # a miss the next new vector (new vectors are in ``need``'s order, the table's).
-        at: Any = pc.index_in(children.column("text_hash"), value_set=prev.column("text_hash").combine_chunks())
-        miss = np.asarray(pc.is_null(at).to_numpy(zero_copy_only=False), dtype=bool)
-        place = np.asarray(pc.fill_null(at, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
-        place[miss] = prev.num_rows + np.arange(int(miss.sum()), dtype=np.int64)
-        both: Any = pa.concat_arrays([prev.column("vector").combine_chunks().cast(new.type), new])
-        vector = both.take(pa.array(place))
+    dim = max(d for _i, d in used) if used else int(found[0][1].shape[1])
+    out = np.empty((n, dim), dtype=np.float32)
+    for dest, src, src_at in found:
+        for i in range(0, dest.size, COPY_ROWS):
+            part = slice(i, i + COPY_ROWS)
+            out[dest[part]] = src[src_at[part]] if src_at is not None else src[part]
+    vector = pa.FixedSizeListArray.from_arrays(pa.array(out.reshape(-1), type=pa.float32()), dim)
     table = pa.table(
         {
             "chunk_id": children.column("chunk_id").combine_chunks(),
-            "model": pa.array([model] * children.num_rows, pa.string()),
-            "text_hash": children.column("text_hash").combine_chunks(),
+            "model": pa.array([model] * n, pa.string()),
+            "text_hash": hashes,
             "vector": vector,
         },
         schema=schemas.embeddings_schema(dim),
     )
-    stats = EmbedStats(model=model, embedded=embedded, reused=children.num_rows - embedded, dimension=dim)
+    stats = EmbedStats(model=model, embedded=embedded, reused=n - embedded, dimension=dim)
     return StageResult(table, stats)
 
 
 def vectors_of(embeddings: pa.Table) -> np.ndarray:
-    """The vectors of an embeddings table as a float32 matrix, in row order."""
-    col: Any = embeddings.column("vector").combine_chunks()
+    """The vectors of an embeddings table as a float32 matrix, in row order (a view of the
+    column's buffer when it is one chunk: ``combine_chunks`` would copy it)."""
+    column = embeddings.column("vector")
+    col: Any = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     dim = col.type.list_size
     return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)

@@ -185,7 +185,7 @@ class Partition:
 
 
 #: Vectors checked at a time (in float64): bounds the check's memory, not the table's size.
-VECTOR_BLOCK_ROWS = 16_384
+VECTOR_BLOCK_ROWS = 4096
 
 
 def vector_columns(vectors: Any) -> pd.DataFrame:

@@ -82,28 +82,44 @@ def test_a_re_embed_takes_unchanged_vectors_from_the_previous_partition(tmp_path
     assert again.table["vector"].to_pylist()[2] == by_hash[edited["text_hash"][2].as_py()]
 
 
-def test_batch_vectors_handed_to_the_merge_are_the_vectors_and_are_cached(tmp_path, monkeypatch):
-    """What a fanned-out embed does: each batch's vectors as one Arrow table
-    (``batch_vectors``), looked up by text hash without a copy per vector
-    (``VectorsByHash``); the merge takes them, writes them to the cache (a few rows at a
-    time) and embeds nothing itself."""
+def test_the_merge_takes_previous_then_batch_then_cached_vectors_and_embeds_only_the_rest(tmp_path, monkeypatch):
+    """What a fanned-out embed's merge does (``embed_chunks`` with ``previous`` and
+    ``fresh``): each chunk's vector from this partition's previous embeddings, else from
+    the batches' tables (``batch_vectors``, looked up by text hash, ``VectorsByHash``), else
+    the cache, else the model over real HTTP; the batches' vectors are cached (a few rows at
+    a time); the table equals one embed of everything."""
+    import pytest
+    from support.openai_server import OpenAIServer, embeddings_handler
+
+    from corpus_pipeline.embedding import EmbeddingConfig
     from corpus_pipeline.embedding import cache as cache_mod
     from corpus_pipeline.embedding.cache import text_hash
+    from corpus_pipeline.errors import StoreError
+    from corpus_pipeline.indexing import embed_batch, embed_chunks
     from corpus_pipeline.indexing.embed import VectorsByHash, batch_vectors
 
     monkeypatch.setattr(cache_mod, "PUT_ROWS", 2)
-    texts = ["a", "bb", "ccc", "dddd", "bb"]
-    model = CountingEmbedder()
-    parts = [batch_vectors([text_hash(t) for t in b], model.embed(b)) for b in (["a", "bb"], ["ccc", "dddd"])]
-    fresh = VectorsByHash([*parts, batch_vectors([], np.zeros((0, 0), dtype=np.float32))])
-    assert len(fresh) == 4 and text_hash("ccc") in fresh and fresh[text_hash("dddd")].tolist() == [4, 1, 0]
     cache = EmbeddingCache(tmp_path / "e.sqlite")
-
-    def must_not_load():
-        raise AssertionError("the merge embedded a text a batch had embedded")
-
-    vecs, embedded, reused = embed_with_cache(texts, must_not_load, cache, model_name="counting", known=fresh)
-    assert vecs.tolist() == [[len(t), 1, 0] for t in texts] and (embedded, reused) == (4, 1)
-    hashes = [text_hash(t) for t in [*texts, "new"]]
-    assert cache.has_many("counting", hashes) == {text_hash(t) for t in texts}
-    assert cache.get_many("counting", hashes)[text_hash("ccc")].tolist() == [3, 1, 0]
+    with OpenAIServer(handler=embeddings_handler(16)) as server:
+        config = EmbeddingConfig(provider="openai", base_url=server.base_url, model="m", max_retries=0)
+        previous = embed_chunks(_children(["alpha", "beta"]), config, cache=None).table
+        embed_chunks(_children(["epsilon"]), config, cache=cache)  # (in the cache)
+        parts = [embed_batch(b, config) for b in (["gamma"], ["delta", "eta"])]
+        fresh = VectorsByHash([*parts, batch_vectors([], np.zeros((0, 0), dtype=np.float32))])
+        assert len(fresh) == 3 and text_hash("delta") in fresh and fresh[text_hash("eta")].shape == (16,)
+        asked = len(server.calls("/v1/embeddings"))
+        texts = ["gamma", "alpha", "epsilon", "zeta", "delta", "gamma", "beta"]
+        merged = embed_chunks(_children(texts), config, cache=cache, fresh=fresh, previous=previous)
+        sent = [r.body["input"] for r in server.calls("/v1/embeddings")[asked:]]
+        whole = embed_chunks(_children(texts), config, cache=None).table
+    assert sent == [["zeta"]]
+    assert (merged.stats.embedded, merged.stats.reused) == (3, 4)  # gamma, delta (batches), zeta
+    assert merged.table.equals(whole)
+    all_hashes = [text_hash(t) for t in [*texts, "eta", "alpha"]]
+    assert cache.has_many(config.vector_key, all_hashes) == {
+        text_hash(t) for t in ["gamma", "delta", "eta", "epsilon", "zeta"]
+    }
+    # A batch whose vectors have another size than the partition's previous ones: refused.
+    other = VectorsByHash([batch_vectors([text_hash("zeta")], np.ones((1, 8), dtype=np.float32))])
+    with pytest.raises(StoreError, match="16 dimensions, its new ones 8"):
+        embed_chunks(_children(["alpha", "zeta"]), config, cache=None, fresh=other, previous=previous)
