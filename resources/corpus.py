@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dagster import ConfigurableResource, InitResourceContext
+from dagster import ConfigurableResource
 
 from corpus_pipeline.chunking.context import ContextFactory
 from corpus_pipeline.embedding import EmbeddingCache
@@ -27,13 +27,6 @@ class CorpusResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagste
     #: The smallest batch of documents to parse / texts to embed (0: ``indexing.batches``' rule).
     min_batch_documents: int = 0
     min_batch_texts: int = 0
-
-    def setup_for_execution(self, context: InitResourceContext) -> None:
-        """In every process that runs steps: Arrow's buffers from the system's malloc, which
-        gives freed memory back (``corpus_pipeline.indexing.memory``)."""
-        from corpus_pipeline.indexing.memory import use_system_allocator
-
-        use_system_allocator()
 
     @property
     def batch_workers(self) -> int:
