@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset as pads
 from dagster import (
     AssetCheckResult,
     AssetExecutionContext,
@@ -319,9 +320,13 @@ def chunk_embeddings(child_chunks: pa.Table) -> Any:
     ins={"child_chunks": AssetIn(), "chunk_embeddings": AssetIn()},
 )
 def search_index(
-    context: AssetExecutionContext, corpus: CorpusResource, child_chunks: pa.Table, chunk_embeddings: pa.Table
+    context: AssetExecutionContext,
+    corpus: CorpusResource,
+    child_chunks: pads.Dataset,
+    chunk_embeddings: pads.Dataset,
 ) -> MaterializeResult[Any]:
-    """The LanceDB table of this partition: chunks, vectors and a full-text index.
+    """The LanceDB table of this partition: chunks, vectors and a full-text index. Its
+    inputs are the partitions' Parquet datasets, read and written a slice at a time.
 
     Runs only when the blocking checks upstream passed; then, if this is the KB's current
     version, it becomes the active one (what search reads) and versions beyond the

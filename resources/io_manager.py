@@ -12,12 +12,20 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-from dagster import ConfigurableIOManager, InputContext, MetadataValue, MultiPartitionKey, OutputContext
+import pyarrow.dataset as pads
+from dagster import (
+    ConfigurableIOManager,
+    DagsterInvariantViolationError,
+    InputContext,
+    MetadataValue,
+    MultiPartitionKey,
+    OutputContext,
+)
 from upath import UPath
 
 from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.parquet import read_manifest, read_partition, read_table, write_partition
+from corpus_pipeline.store.parquet import dataset, read_manifest, read_partition, read_table, write_partition
 from resources.metadata import column_schema
 
 #: The key of an input's metadata that names the tables (and columns) it reads.
@@ -54,6 +62,15 @@ def written_metadata(folder: UPath, tables: pa.Table | dict[str, pa.Table], file
     return meta
 
 
+def _typing_type(context: InputContext) -> Any:
+    """The Python type the input is annotated with (None when the context has none: a
+    context built by hand in a test)."""
+    try:
+        return context.dagster_type.typing_type
+    except DagsterInvariantViolationError:
+        return None
+
+
 class PartitionedParquetIOManager(ConfigurableIOManager):
     """``home`` is CORPUS_HOME; empty means the environment's."""
 
@@ -85,8 +102,12 @@ class PartitionedParquetIOManager(ConfigurableIOManager):
     def load_input(self, context: InputContext) -> Any:
         """The partition's tables; an input whose definition says ``READ`` in its metadata
         (``{table: [columns] or None}``) gets only those tables (and columns): a step that
-        needs a partition's images is not handed every document's text."""
+        needs a partition's images is not handed every document's text. An input annotated
+        ``pyarrow.dataset.Dataset`` gets the partition's table as a dataset, nothing read yet:
+        a step that streams it (``search_index``) never holds it whole."""
         folder = self._path(context)
+        if _typing_type(context) is pads.Dataset:
+            return dataset(folder)  # an input annotated ``pyarrow.dataset.Dataset``: read lazily, by its step
         wanted = (context.definition_metadata or {}).get(READ)
         if not wanted:
             return read_partition(folder)

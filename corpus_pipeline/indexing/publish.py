@@ -10,15 +10,21 @@ version or the new, never half of one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as pads
 
 from corpus_pipeline import freshness
 from corpus_pipeline.errors import StoreError
 from corpus_pipeline.indexing.embed import vectors_of
 from corpus_pipeline.indexing.stats import PublishStats
 from corpus_pipeline.store.layout import Layout, search_table_name
+from corpus_pipeline.store.parquet import iter_slices
+from corpus_pipeline.store.schemas import SEARCH_COLUMNS
 from corpus_pipeline.store.versions import (
     active_version,
     build_kb,
@@ -29,26 +35,78 @@ from corpus_pipeline.store.versions import (
 )
 
 if TYPE_CHECKING:
-    from corpus_pipeline.store.lance import TableWrite
+    from corpus_pipeline.store.lance import SearchInput, TableWrite
 
 
-def write_search_index(layout: Layout, kb: str, version: str, children: pa.Table, embeddings: pa.Table) -> TableWrite:
+def write_search_index(
+    layout: Layout, kb: str, version: str, children: pa.Table | pads.Dataset, embeddings: pa.Table | pads.Dataset
+) -> TableWrite:
     """Bring the LanceDB table of (kb, version) to the chunks and their vectors (only the
-    changed documents' rows are written to an existing table: ``store.lance.write_search_table``)."""
-    from corpus_pipeline.store.lance import write_search_table
+    changed documents' rows are written to an existing table: ``store.lance.write_search_input``).
+    ``children`` and ``embeddings`` are tables, or the partitions' Parquet datasets: then
+    they are read a slice at a time (``PartitionInput``), never whole."""
+    from corpus_pipeline.store.lance import write_search_input
 
-    ids = children.column("chunk_id").to_pylist()
-    emb_ids = embeddings.column("chunk_id").to_pylist()
-    if ids != emb_ids:
-        # Produced in the same order, but never trust that silently: align by id.
-        order = {cid: i for i, cid in enumerate(emb_ids)}
-        missing = [c for c in ids if c not in order]
+    source = search_input(kb, version, children, embeddings)
+    return write_search_input(layout, kb, version, source, ann_min_rows=ann_min_rows(layout, kb))
+
+
+def search_input(
+    kb: str, version: str, children: pa.Table | pads.Dataset, embeddings: pa.Table | pads.Dataset
+) -> SearchInput:
+    """The chunks and their vectors, lined up row by row. Both are produced in the same
+    order; when they are not (never silently trusted), the vectors are aligned by chunk id,
+    in memory."""
+    from corpus_pipeline.store.lance import TableInput
+
+    ids = _column(children, "chunk_id")
+    emb_ids = _column(embeddings, "chunk_id")
+    if ids.equals(emb_ids) and len(ids) and isinstance(children, pads.Dataset) and isinstance(embeddings, pads.Dataset):
+        dim = int(embeddings.schema.field("vector").type.list_size)
+        return PartitionInput(children, embeddings, len(ids), dim)
+    chunks = children if isinstance(children, pa.Table) else children.to_table()
+    vectors = embeddings if isinstance(embeddings, pa.Table) else embeddings.to_table()
+    if not ids.equals(emb_ids):
+        order = {cid: i for i, cid in enumerate(emb_ids.to_pylist())}
+        missing = [c for c in ids.to_pylist() if c not in order]
         if missing:
             raise StoreError(f"{len(missing)} chunks of {kb}|{version} have no vector (first: {missing[0]})")
-        embeddings = embeddings.take([order[c] for c in ids])
-    return write_search_table(
-        layout, kb, version, children, vectors_of(embeddings), ann_min_rows=ann_min_rows(layout, kb)
-    )
+        vectors = vectors.take([order[c] for c in ids.to_pylist()])
+    try:
+        return TableInput(chunks, vectors_of(vectors))
+    except StoreError as exc:
+        raise StoreError(f"{exc} for {kb}|{version}") from None
+
+
+def _column(data: pa.Table | pads.Dataset, name: str) -> pa.ChunkedArray[Any]:
+    return data.column(name) if isinstance(data, pa.Table) else data.to_table(columns=[name]).column(name)
+
+
+@dataclass(frozen=True)
+class PartitionInput:
+    """A ``store.lance.SearchInput`` read from the Parquet files of the ``child_chunks``
+    and ``chunk_embeddings`` partitions, a slice at a time, in the same row order (their
+    chunk ids were compared whole; each slice's are checked again)."""
+
+    children: pads.Dataset
+    embeddings: pads.Dataset
+    rows: int
+    dim: int
+
+    def slices(self) -> Iterator[tuple[pa.Table, np.ndarray]]:
+        from corpus_pipeline.store.lance import PY_SLICE_ROWS
+
+        chunks = iter_slices(self.children, list(SEARCH_COLUMNS), PY_SLICE_ROWS)
+        vectors = iter_slices(self.embeddings, ["chunk_id", "vector"], PY_SLICE_ROWS)
+        for c, e in zip(chunks, vectors, strict=True):
+            if not c.column("chunk_id").equals(e.column("chunk_id")):
+                raise StoreError("child_chunks and chunk_embeddings changed while the search table was written")
+            yield c, vectors_of(e)
+
+    def vector_slices(self) -> Iterator[np.ndarray]:
+        from corpus_pipeline.store.lance import PY_SLICE_ROWS
+
+        return (vectors_of(e) for e in iter_slices(self.embeddings, ["vector"], PY_SLICE_ROWS))
 
 
 def ann_min_rows(layout: Layout, kb: str) -> int:
@@ -59,7 +117,9 @@ def ann_min_rows(layout: Layout, kb: str) -> int:
     return load_kb_config(layout.kb_dir(kb)).search.ann_min_rows
 
 
-def publish_version(layout: Layout, kb: str, version: str, children: pa.Table, embeddings: pa.Table) -> PublishStats:
+def publish_version(
+    layout: Layout, kb: str, version: str, children: pa.Table | pads.Dataset, embeddings: pa.Table | pads.Dataset
+) -> PublishStats:
     """Write the search table, record the build, activate the version if it is the KB's
     current one, and retire versions past ``retention.keep_versions``."""
     write = write_search_index(layout, kb, version, children, embeddings)

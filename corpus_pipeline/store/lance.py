@@ -16,10 +16,10 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -110,10 +110,85 @@ class TableWrite:
     docs_changed: int = 0
 
 
-def search_rows(chunks: pa.Table, vectors: np.ndarray, *, keywords: bool = True) -> pa.Table:
+class SearchInput(Protocol):
+    """What a search table is written from, read slice by slice so that a write holds one
+    slice, not the KB: ``rows`` chunks (the ``SEARCH_COLUMNS`` at least, ``doc_id`` among
+    them) and their ``dim``-dimensional vectors, in the same order."""
+
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def slices(self) -> Iterator[tuple[pa.Table, np.ndarray]]:
+        """The chunks and their vectors, in order, ``PY_SLICE_ROWS`` rows at a time."""
+        ...
+
+    def vector_slices(self) -> Iterator[np.ndarray]:
+        """The vectors alone, in order."""
+        ...
+
+
+@dataclass(frozen=True)
+class TableInput:
+    """A ``SearchInput`` of chunks and vectors in memory."""
+
+    chunks: pa.Table
+    vectors: np.ndarray
+
+    def __post_init__(self) -> None:
+        if len(self.chunks) != len(self.vectors):
+            raise StoreError(f"{len(self.chunks)} chunks but {len(self.vectors)} vectors")
+
+    @property
+    def rows(self) -> int:
+        return len(self.chunks)
+
+    @property
+    def dim(self) -> int:
+        # (an empty table's vectors are 1-dimensional: there is nothing to say otherwise)
+        return int(self.vectors.shape[1]) if self.vectors.ndim == 2 and self.vectors.shape[0] else 1
+
+    def slices(self) -> Iterator[tuple[pa.Table, np.ndarray]]:
+        vecs = np.asarray(self.vectors, dtype=np.float32).reshape(self.rows, self.dim)
+        for s in range(0, self.rows, PY_SLICE_ROWS):
+            yield self.chunks.slice(s, PY_SLICE_ROWS), vecs[s : s + PY_SLICE_ROWS]
+
+    def vector_slices(self) -> Iterator[np.ndarray]:
+        return (v for _c, v in self.slices())
+
+
+def table_schema(dim: int, mean: np.ndarray | None = None) -> pa.Schema:
+    """The schema of a search table: ``search_schema``'s columns, ``keyword_text`` and
+    ``row_hash``; the vectors' ``mean`` in its metadata."""
+    fields = [*search_schema(dim), pa.field(KEYWORD_COLUMN, pa.string()), pa.field(ROW_HASH_COLUMN, pa.string())]
+    return pa.schema(fields, metadata=_mean_metadata(mean))
+
+
+def _mean_metadata(mean: np.ndarray | None) -> Any:
+    return None if mean is None else {VECTOR_MEAN_KEY: json.dumps([round(float(x), 7) for x in mean])}
+
+
+def input_mean(source: SearchInput) -> np.ndarray | None:
+    """The mean of a ``SearchInput``'s vectors (float64 sums, slice by slice); None when
+    it has none."""
+    if not source.rows:
+        return None
+    total = np.zeros(source.dim, dtype=np.float64)
+    for vecs in source.vector_slices():
+        total += vecs.sum(axis=0, dtype=np.float64)
+    result: np.ndarray = total / source.rows
+    return result
+
+
+def search_rows(
+    chunks: pa.Table, vectors: np.ndarray, *, keywords: bool = True, mean: np.ndarray | None = None
+) -> pa.Table:
     """The search table's rows: ``chunks``' search columns, their ``vectors``, each row's
-    ``row_hash``, the vectors' mean in the schema metadata and, with ``keywords``, the
-    analysed ``keyword_text`` (``with_keywords``: a write analyses only the rows it writes)."""
+    ``row_hash``, the vectors' mean in the schema metadata (``mean``: the whole table's,
+    for a slice of it; else these vectors') and, with ``keywords``, the analysed
+    ``keyword_text`` (``with_keywords``: a write analyses only the rows it writes)."""
     dim = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 0
     if len(chunks) != len(vectors):
         raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
@@ -130,9 +205,10 @@ def search_rows(chunks: pa.Table, vectors: np.ndarray, *, keywords: bool = True)
     table = pa.table(cols, schema=schema)
     # (keyword_text is a function of text, and the analyser's version is SEARCH_TABLE_VERSION's)
     table = table.append_column(ROW_HASH_COLUMN, _in_slices(table, lambda t, s: _row_hashes(t, vecs[s : s + len(t)])))
-    if len(table):
+    if mean is None and len(table):
         mean = vecs.astype(np.float64).mean(axis=0)
-        table = table.replace_schema_metadata({VECTOR_MEAN_KEY: json.dumps([round(float(x), 7) for x in mean])})
+    if mean is not None:
+        table = table.replace_schema_metadata(_mean_metadata(mean))
     return with_keywords(table) if keywords else table
 
 
@@ -181,34 +257,47 @@ def write_search_table(
     *,
     ann_min_rows: int = VECTOR_INDEX_MIN_ROWS,
 ) -> TableWrite:
-    """Bring the search table of one partition to ``chunks`` and their ``vectors``; an ANN
+    """``write_search_input`` of chunks and vectors in memory."""
+    try:
+        source = TableInput(chunks, vectors)
+    except StoreError as exc:
+        raise StoreError(f"{exc} for {kb}|{version}") from None
+    return write_search_input(layout, kb, version, source, ann_min_rows=ann_min_rows)
+
+
+def write_search_input(
+    layout: Layout,
+    kb: str,
+    version: str,
+    source: SearchInput,
+    *,
+    ann_min_rows: int = VECTOR_INDEX_MIN_ROWS,
+) -> TableWrite:
+    """Bring the search table of one partition to ``source``'s chunks and vectors; an ANN
     index on the vectors when there are at least ``ann_min_rows`` (``search.ann_min_rows``).
 
     A new table (or one of another layout, or one where more than ``REWRITE_SHARE`` of the
-    rows changed) is written whole, in fragments of ``FRAGMENT_ROWS`` rows, in one commit.
-    Otherwise only the documents whose rows changed are written: one ``merge_insert`` (a
-    single commit) inserts their new rows and deletes their old ones and the rows of
-    documents that are gone; the fragments that held deleted rows are then rewritten
-    without them and old versions removed, so deleted text is gone from disk, and the
-    full-text and ANN indexes get the new rows as delta segments. Readers see the table
-    before the commit or after it, never half of it."""
-    try:
-        table = search_rows(chunks, vectors, keywords=False)  # analysed below, only what is written
-    except StoreError as exc:
-        raise StoreError(f"{exc} for {kb}|{version}") from None
+    rows changed) is written whole, in fragments of ``FRAGMENT_ROWS`` rows, in one commit,
+    streamed from ``source`` a slice at a time. Otherwise only the documents whose rows
+    changed are written: one ``merge_insert`` (a single commit) inserts their new rows and
+    deletes their old ones and the rows of documents that are gone; the fragments that held
+    deleted rows are then rewritten without them and old versions removed, so deleted text
+    is gone from disk, and the full-text and ANN indexes get the new rows as delta
+    segments. Readers see the table before the commit or after it, never half of it."""
+    mean = input_mean(source)
+    schema = table_schema(source.dim, mean)
     db = connect(layout)
     name = search_table_name(kb, version)
     exists = name in list_table_names(db)
     result: TableWrite | None = None
     if exists:
         tbl = db.open_table(name)
-        result = _merge_changes(tbl, table)
+        result = _merge_changes(tbl, source, schema, mean)
     if result is None:
-        table = with_keywords(table)
-        _write_whole(layout.search_table_dir(kb, version), table, storage_options(layout))
+        docs = _write_whole(layout.search_table_dir(kb, version), source, schema, mean, storage_options(layout))
         tbl = db.open_table(name)
-        result = TableWrite(len(table), "replace" if exists else "create", len(table), 0, _docs(table))
-    if len(table):
+        result = TableWrite(source.rows, "replace" if exists else "create", source.rows, 0, docs)
+    if source.rows:
         _update_fts(tbl)
     ensure_vector_index(tbl, ann_min_rows)
     if result.mode != "create":
@@ -217,17 +306,38 @@ def write_search_table(
     return result
 
 
-def _docs(table: pa.Table) -> int:
-    return len(set(table.column("doc_id").to_pylist())) if len(table) else 0
-
-
-def _write_whole(uri: Any, table: pa.Table, options: dict[str, str] | None = None) -> None:
-    """``table`` as the whole dataset at ``uri`` (one commit; fragments of ``FRAGMENT_ROWS``)."""
+def _write_whole(
+    uri: Any, source: SearchInput, schema: pa.Schema, mean: np.ndarray | None, options: dict[str, str] | None = None
+) -> int:
+    """``source``'s rows as the whole dataset at ``uri`` (one commit; fragments of
+    ``FRAGMENT_ROWS``), streamed: each slice's rows are built, analysed and handed to Lance
+    before the next is read. Returns the number of documents written."""
     import lance
 
-    lance.write_dataset(
-        table, str(uri), mode="overwrite", max_rows_per_file=FRAGMENT_ROWS, storage_options=options or None
-    )
+    docs: set[str] = set()
+    failed: list[BaseException] = []
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            for chunks, vecs in source.slices():
+                rows = with_keywords(search_rows(chunks, vecs, mean=mean))
+                docs.update(str(d) for d in pc.unique(rows.column("doc_id")).to_pylist())
+                yield from pa.Table.from_batches(rows.to_batches(), schema=schema).to_batches()
+        except BaseException as exc:  # Lance reports a reader's error as its own: keep ours
+            failed.append(exc)
+            raise
+
+    reader = pa.RecordBatchReader.from_batches(schema, batches())
+    try:
+        lance.write_dataset(
+            reader, str(uri), schema=schema, mode="overwrite", max_rows_per_file=FRAGMENT_ROWS,
+            storage_options=options or None,
+        )  # fmt: skip
+    except Exception:
+        if failed:
+            raise failed[0] from None
+        raise
+    return len(docs)
 
 
 def _create_fts_index(tbl: Any) -> None:
@@ -268,41 +378,49 @@ def _columns(schema: pa.Schema) -> list[tuple[str, str]]:
     return [(f.name, str(f.type)) for f in schema]
 
 
-def _merge_changes(tbl: Any, table: pa.Table) -> TableWrite | None:
-    """Write only the documents of ``table`` whose rows differ from ``tbl``'s (None: the
-    table is to be written whole: another layout, or too much changed)."""
+def _merge_changes(tbl: Any, source: SearchInput, schema: pa.Schema, mean: np.ndarray | None) -> TableWrite | None:
+    """Write only the documents of ``source`` whose rows differ from ``tbl``'s (None: the
+    table is to be written whole: another layout, or too much changed). Two reads of
+    ``source``: the row hashes of every row, then the rows of the changed documents."""
     old_schema = tbl.schema
-    if _columns(old_schema) != _columns(with_keywords(table.slice(0, 0)).schema) or not len(table):
+    if _columns(old_schema) != _columns(schema) or not source.rows:
         return None
-    old = tbl.to_lance().to_table(columns=["doc_id", "chunk_id", ROW_HASH_COLUMN])
-    changed = changed_docs(old, table)
+    keep = ["doc_id", "chunk_id", ROW_HASH_COLUMN]
+    old = tbl.to_lance().to_table(columns=keep)
+    new = pa.concat_tables([search_rows(c, v, keywords=False, mean=mean).select(keep) for c, v in source.slices()])
+    changed = changed_docs(old, new)
     if not changed:
-        return TableWrite(len(table), "unchanged")
+        return TableWrite(source.rows, "unchanged")
     value_set = pa.array(changed, pa.string())
     gone: Any = pc.is_in(old.column("doc_id").cast(pa.string()), value_set=value_set)
-    mask: Any = pc.is_in(table.column("doc_id").cast(pa.string()), value_set=value_set)
+    mask: Any = pc.is_in(new.column("doc_id").cast(pa.string()), value_set=value_set)
     deleted, written = (int(pc.sum(m.cast(pa.int64())).as_py() or 0) for m in (gone, mask))
-    if written > REWRITE_SHARE * len(table) or deleted > REWRITE_SHARE * old.num_rows:
+    if written > REWRITE_SHARE * source.rows or deleted > REWRITE_SHARE * old.num_rows:
         return None
     from corpus_pipeline.retrieval.filters import sql_string
 
     where = f"doc_id IN ({', '.join(sql_string(d) for d in changed)})"
-    source = with_keywords(table.filter(mask))
-    if source.num_rows:
+    parts = []
+    for chunks, vecs in source.slices():
+        hit: Any = pc.is_in(chunks.column("doc_id").cast(pa.string()), value_set=value_set)
+        picked = np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
+        if picked.any():
+            parts.append(with_keywords(search_rows(chunks.filter(hit), vecs[picked], mean=mean)))
+    if parts:
         (
             tbl.merge_insert("chunk_id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
             .when_not_matched_by_source_delete(where)
-            .execute(source)
+            .execute(pa.concat_tables(parts))
         )
     else:
         tbl.delete(where)
-    if old_schema.metadata != table.schema.metadata:
-        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    if old_schema.metadata != schema.metadata:
+        meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
         tbl.to_lance().update_schema_metadata(meta, replace=True)
         tbl.checkout_latest()
-    return TableWrite(len(table), "merge", written, deleted, len(changed))
+    return TableWrite(source.rows, "merge", written, deleted, len(changed))
 
 
 def _update_fts(tbl: Any) -> None:

@@ -34,7 +34,7 @@ import io
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -294,3 +294,22 @@ def read_columns(
     if name not in files:
         return None
     return _dataset(location, name, files).to_table(columns=columns, filter=expr)
+
+
+def iter_slices(ds: pads.Dataset, columns: list[str], rows: int) -> Iterator[pa.Table]:
+    """``columns`` of a dataset's rows in order, as tables of ``rows`` rows (the last one
+    shorter), read file by file: what is held is one slice and one file's read-ahead, not
+    the table. Two datasets of the same row order cut the same way line up slice by slice."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for fragment in ds.get_fragments():  # in the manifest's order
+        for batch in fragment.to_batches(columns=columns, batch_size=rows, use_threads=False):
+            pending.append(batch)
+            held += batch.num_rows
+            while held >= rows:
+                table = pa.Table.from_batches(pending)
+                yield table.slice(0, rows)
+                rest = table.slice(rows)
+                pending, held = rest.to_batches(), rest.num_rows
+    if held:
+        yield pa.Table.from_batches(pending)

@@ -134,3 +134,31 @@ def test_an_input_reads_only_the_tables_and_columns_it_declares(tmp_path):
         got = load({READ: wanted})
         assert set(got) == {"images", "texts"}
         assert got["images"].equals(images) and got["texts"].column_names == ["doc_id", "path", "content_hash"]
+
+
+def test_the_search_index_step_gets_its_inputs_as_datasets_not_tables(tmp_path):
+    """``search_index`` streams its inputs (``indexing.publish.PartitionInput``): the IO
+    manager hands an input annotated ``pyarrow.dataset.Dataset`` the partition's files,
+    nothing read, and a table to an input that is not."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+    from dagster import build_input_context
+
+    from assets.definitions import defs
+    from corpus_pipeline.store.parquet import write_partition
+    from resources import PartitionedParquetIOManager
+
+    chunks = pa.table({"doc_id": ["d1", "d2"], "chunk_id": ["c1", "c2"]})
+    write_partition(Layout(tmp_path).partition_dir("child_chunks", "kb1", "v1"), chunks)
+    manager = PartitionedParquetIOManager(home=str(tmp_path))
+    ins = defs.resolve_assets_def("search_index").op.ins
+    loaded = {}
+    for name in ("child_chunks", "chunk_embeddings"):
+        kind = ins[name].dagster_type
+        assert kind.typing_type is pads.Dataset
+        context = build_input_context(asset_key="child_chunks", partition_key="kb1|v1", dagster_type=kind)
+        loaded[name] = manager.load_input(context)
+    assert all(isinstance(v, pads.Dataset) for v in loaded.values())
+    assert loaded["child_chunks"].to_table().equals(chunks)
+    plain = manager.load_input(build_input_context(asset_key="child_chunks", partition_key="kb1|v1"))
+    assert isinstance(plain, pa.Table) and plain.equals(chunks)
