@@ -15,7 +15,7 @@ import pytest
 from corpus_pipeline.errors import StoreError
 from corpus_pipeline.indexing.publish import PartitionInput, search_input, write_search_index
 from corpus_pipeline.store import lance as store_lance
-from corpus_pipeline.store.lance import open_search_table, write_search_table
+from corpus_pipeline.store.lance import TableInput, open_search_table, write_search_input, write_search_table
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.parquet import dataset, iter_slices, write_partition
 from tests.scale.test_table_writes import DOCS, PER_DOC, _chunks
@@ -107,3 +107,28 @@ def test_vectors_in_another_order_are_aligned_by_chunk_id_and_a_missing_one_is_r
     _, short = _partitions(tmp_path / "c", chunks.slice(1), vecs[1:])
     with pytest.raises(StoreError, match=r"1 chunks of big\|v1 have no vector \(first: d0-c0\)"):
         write_search_index(Layout(tmp_path / "x"), "big", "v1", children, short)
+
+
+def test_a_write_that_fails_half_way_leaves_the_previous_table_readable(tmp_path):
+    """A whole write killed part way through its stream (here: a read that fails at its
+    fourth slice) raises the reader's own error and commits nothing: search still reads
+    the table as it was."""
+    layout = Layout(tmp_path / "t")
+    chunks, vecs = _chunks()
+    write_search_table(layout, "big", "v1", chunks, vecs)
+    before = _table(layout)
+    reads: list[int] = []
+
+    class FailingRead(TableInput):
+        def slices(self):  # the mean's read, the merge's row hashes, then the whole write
+            reads.append(1)
+            for i, part in enumerate(super().slices()):
+                if len(reads) == 3 and i == 3:
+                    raise StoreError("the partition's file went away")
+                yield part
+
+    everything_edited, evecs = _chunks(edits={d: "rewritten" for d in range(DOCS)})
+    with pytest.raises(StoreError, match="the partition's file went away"):
+        write_search_input(layout, "big", "v1", FailingRead(everything_edited, evecs))
+    assert len(reads) == 3  # it failed in the whole write, not before it
+    assert _table(layout).equals(before)
