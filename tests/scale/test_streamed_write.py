@@ -127,7 +127,7 @@ def test_a_write_that_fails_half_way_leaves_the_previous_table_readable(tmp_path
                     raise StoreError("the partition's file went away")
                 yield part
 
-    everything_edited, evecs = _chunks(edits={d: "rewritten" for d in range(DOCS)})
+    everything_edited, evecs = _chunks(edits=dict.fromkeys(range(DOCS), "rewritten"))
     with pytest.raises(StoreError, match="the partition's file went away"):
         write_search_input(layout, "big", "v1", FailingRead(everything_edited, evecs))
     assert len(reads) == 3  # it failed in the whole write, not before it
