@@ -6,7 +6,8 @@
 
 - ``in_process`` (the default): every step of a run in the run's process, one after another.
 - ``multiprocess``: every step in its own process on the run's machine
-  (``CORPUS_EXECUTOR_MAX_CONCURRENT`` at once; 0 or unset: one per core).
+  (``CORPUS_EXECUTOR_MAX_CONCURRENT`` at once; 0 or unset: one per core), forked from a
+  forkserver that imported the project and its libraries once (``assets.preload``).
 - ``celery``: every step is a Celery task, executed by ``dagster-celery`` workers that share
   the broker (``CORPUS_CELERY_BROKER``, default ``redis://127.0.0.1:6379/0``) and the result
   backend (``CORPUS_CELERY_BACKEND``, default: the broker's URL). Needs ``dagster-celery``
@@ -22,6 +23,7 @@ the run's process: the UI shows the variable's name, never a password inside the
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -35,6 +37,8 @@ MAX_CONCURRENT_ENV = "CORPUS_EXECUTOR_MAX_CONCURRENT"
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 EXECUTORS = ("in_process", "multiprocess", "celery", "k8s")
 DEFAULT_EXECUTOR = "in_process"
+#: What the multiprocess executor's forkserver imports before it forks a step process.
+PRELOAD = ("assets.preload",)
 # what to install for an executor whose package is missing
 _PACKAGES = {"celery": "dagster-celery[redis]==0.29.27", "k8s": "dagster-k8s==0.29.27"}
 
@@ -62,7 +66,7 @@ def executor_from_env(environ: Mapping[str, str] | None = None, name: str | None
     if chosen == "in_process":
         return in_process_executor
     if chosen == "multiprocess":
-        return multiprocess_executor.configured({"max_concurrent": _max_concurrent(env)}, name="multiprocess")
+        return multiprocess_executor.configured(multiprocess_config(env), name="multiprocess")
     if chosen == "celery":
         celery_executor = _import("celery", "dagster_celery", "celery_executor")
         return celery_executor.configured(celery_config(env), name="celery")  # type: ignore[no-any-return]
@@ -70,6 +74,17 @@ def executor_from_env(environ: Mapping[str, str] | None = None, name: str | None
     if env.get(MAX_CONCURRENT_ENV):
         return k8s_job_executor.configured({"max_concurrent": _max_concurrent(env)}, name="k8s")  # type: ignore[no-any-return]
     return k8s_job_executor  # type: ignore[no-any-return]
+
+
+def multiprocess_config(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``multiprocess_executor``'s config: at most ``CORPUS_EXECUTOR_MAX_CONCURRENT``
+    steps at once, each forked from a forkserver that imported ``PRELOAD`` once (where the
+    platform has one; else each step is a fresh interpreter, Dagster's default)."""
+    env = os.environ if environ is None else environ
+    config: dict[str, Any] = {"max_concurrent": _max_concurrent(env)}
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        config["start_method"] = {"forkserver": {"preload_modules": list(PRELOAD)}}
+    return config
 
 
 def celery_config(environ: Mapping[str, str] | None = None) -> dict[str, Any]:

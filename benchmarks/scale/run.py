@@ -10,8 +10,10 @@ short unique mark, ``¶<doc>.<n>``, so no chunk text repeats and the embedding c
 answers for a text the index has not embedded). Then, as users run it, in a subprocess:
 
 1. ``corpus index --workers 1`` in a fresh home (cold: no cache), and ``--workers W`` in
-   another fresh home: wall time, wall time per document, and peak memory (the sum of the
-   RSS of the process and its children, sampled every 0.2 s);
+   another fresh home: wall time, wall time per document, and peak memory (of the process
+   and its children, sampled every 0.2 s: the sum of their RSS, which counts a page shared
+   by several processes once in each, and of their PSS, which splits it among them: the
+   memory the tree actually holds);
 2. one document edited (a paragraph inserted) and ``corpus index`` again in the serial
    home: its wall time against the full index's;
 3. search latency: p50 / p95 of ``KB.search`` (the Python API ``corpus serve`` calls) in a
@@ -64,6 +66,7 @@ class Row:
     seconds: float = 0.0
     per_doc_ms: float = 0.0
     peak_rss_mb: float = 0.0
+    peak_pss_mb: float = 0.0
     chunks: int = 0
     edit_seconds: float | None = None
     edit_share: float | None = None
@@ -94,18 +97,29 @@ def make_kb(home: Path, n_docs: int, seed: int, model_server: str | None = None)
         doc.write_text("\n\n".join(marked), encoding="utf-8")
 
 
-def _tree_rss(pid: int) -> int:
+def _tree_memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of a process and its children, summed. The RSS sum counts a page shared
+    by several processes (a forkserver's preloaded libraries, mapped by every step forked
+    from it) once per process; PSS splits it among them (Linux; elsewhere PSS is RSS)."""
     import psutil
+
+    def one(p: psutil.Process) -> tuple[int, int]:
+        if hasattr(p, "memory_full_info"):
+            full = p.memory_full_info()
+            return int(full.rss), int(getattr(full, "pss", full.rss))
+        rss = int(p.memory_info().rss)
+        return rss, rss
 
     try:
         proc = psutil.Process(pid)
-        total = proc.memory_info().rss
+        rss, pss = one(proc)
         for child in proc.children(recursive=True):
             with contextlib.suppress(psutil.Error):
-                total += child.memory_info().rss
-        return int(total)
+                r, s = one(child)
+                rss, pss = rss + r, pss + s
+        return rss, pss
     except psutil.Error:
-        return 0
+        return 0, 0
 
 
 def hashed_vector(text: str, dim: int = 384) -> list[float]:
@@ -163,9 +177,9 @@ def _env(home: Path, tree: Path) -> dict[str, str]:
     return env
 
 
-def corpus_index(home: Path, workers: int, tree: Path = REPO) -> tuple[float, float, dict[str, Any]]:
-    """``corpus index --workers N --json`` in ``home`` with ``tree``'s code: (seconds, peak
-    RSS MB, summary)."""
+def corpus_index(home: Path, workers: int, tree: Path = REPO) -> tuple[float, tuple[float, float], dict[str, Any]]:
+    """``corpus index --workers N --json`` in ``home`` with ``tree``'s code: (seconds, (peak
+    RSS MB, peak PSS MB), summary)."""
     env = _env(home, tree)
     env["SCALE_BENCH_KEY"] = "local"
     for var in ("OPENAI_BASE_URL", "CORPUS_VISION_MODEL"):
@@ -173,13 +187,13 @@ def corpus_index(home: Path, workers: int, tree: Path = REPO) -> tuple[float, fl
     cmd = [str(Path(sys.executable).parent / "corpus"), "index", "--kb", KB, "--workers", str(workers), "--json"]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    peak = 0
+    peak = [0, 0]
     done = threading.Event()
 
     def sample() -> None:
-        nonlocal peak
         while not done.is_set():
-            peak = max(peak, _tree_rss(proc.pid))
+            rss, pss = _tree_memory(proc.pid)
+            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
             time.sleep(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -190,7 +204,7 @@ def corpus_index(home: Path, workers: int, tree: Path = REPO) -> tuple[float, fl
     sampler.join()
     if proc.returncode != 0:
         raise RuntimeError(f"corpus index failed ({proc.returncode}) in {home}: {out[-2000:]}")
-    return seconds, peak / 2**20, json.loads(out)[0]
+    return seconds, (peak[0] / 2**20, peak[1] / 2**20), json.loads(out)[0]
 
 
 def edit_one(home: Path) -> None:
@@ -280,12 +294,14 @@ def run_size(
                     label,
                     round(secs, 1),
                     round(1000 * secs / n_docs, 1),
-                    round(peak),
+                    round(peak[0]),
+                    round(peak[1]),
                     summary["child_chunks"],
                 )
             )
             print(
-                f"  {n_docs} docs, {label or 'this code'}, --workers {w}: {secs:.1f} s, {peak:.0f} MB peak, "
+                f"  {n_docs} docs, {label or 'this code'}, --workers {w}: {secs:.1f} s, "
+                f"{peak[0]:.0f} MB peak RSS, {peak[1]:.0f} MB peak PSS, "
                 f"{summary['child_chunks']} chunks",
                 flush=True,
             )
@@ -340,15 +356,15 @@ def _load() -> str:
 def write(rows: list[Row], ctx: dict[str, Any]) -> None:
     code = any(r.code for r in rows)
     model = any(r.with_model_s for r in rows)
-    head = "| documents | workers | wall s | ms / document | peak RSS MB | chunks | one-doc edit s | edit / full | search p50 ms | p95 ms |"
+    head = "| documents | workers | wall s | ms / document | peak RSS MB | peak PSS MB | chunks | one-doc edit s | edit / full | search p50 ms | p95 ms |"
     if code:
         head = head.replace("| workers |", "| code | workers |")
     if model:
         head += " full with the model s (projected) | edit / that |"
-    lines = [head, "|" + "---:|" * (10 + code + 2 * model)]
+    lines = [head, "|" + "---:|" * (11 + code + 2 * model)]
     for r in rows:
         lines.append(
-            f"| {r.docs} | {f'{r.code} | ' if code else ''}{r.workers} | {r.seconds} | {r.per_doc_ms} | {r.peak_rss_mb:.0f} | {r.chunks} | "
+            f"| {r.docs} | {f'{r.code} | ' if code else ''}{r.workers} | {r.seconds} | {r.per_doc_ms} | {r.peak_rss_mb:.0f} | {r.peak_pss_mb:.0f} | {r.chunks} | "
             f"{r.edit_seconds if r.edit_seconds is not None else ''} | "
             f"{f'{100 * r.edit_share:.2f} %' if r.edit_share is not None else ''} | "
             f"{r.search_p50_ms if r.search_p50_ms is not None else ''} | {r.search_p95_ms if r.search_p95_ms is not None else ''} |"

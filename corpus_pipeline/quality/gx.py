@@ -47,7 +47,7 @@ class ExpectationResult:
 
 
 @functools.cache
-def _gx() -> Any:
+def load() -> Any:
     """great_expectations, imported once, quietly: its own import uses the deprecated
     ``sre_constants`` / ``sre_parse`` modules (a DeprecationWarning that is GX's to fix)."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -64,7 +64,7 @@ def _gx() -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _batch_definition() -> Any:
-    gx = _gx()
+    gx = load()
     from great_expectations.data_context.types.base import (
         DataContextConfig,
         InMemoryStoreBackendDefaults,
@@ -83,7 +83,7 @@ def _batch_definition() -> Any:
 
 def expectations_module() -> Any:
     """``great_expectations.expectations`` (imported lazily: it is slow to import)."""
-    return _gx().expectations
+    return load().expectations
 
 
 def _plain(value: Any) -> Any:
@@ -107,7 +107,7 @@ def validate(
     the given order."""
     if not expectations:
         return []
-    gx = _gx()
+    gx = load()
 
     if ROW not in frame.columns:
         frame = frame.assign(**{ROW: range(len(frame))})

@@ -59,3 +59,30 @@ def test_the_jobs_of_the_code_location_take_the_executor(tmp_path, monkeypatch):
         build_definitions(str(tmp_path), executor="multiprocess").resolve_job_def("parse_kb").executor_def.name
         == "multiprocess"
     )
+
+
+def test_multiprocess_steps_fork_from_a_server_that_preloaded_the_project():
+    config = executors.multiprocess_config({executors.MAX_CONCURRENT_ENV: "3"})
+    assert config["max_concurrent"] == 3
+    assert config["start_method"] == {"forkserver": {"preload_modules": ["assets.preload"]}}
+    from dagster import multiprocess_executor
+    from dagster._config import process_config
+
+    checked = process_config(multiprocess_executor.config_schema.config_type, config)
+    assert checked.success, checked.errors  # (Dagster's own schema: a wrong shape fails here)
+    assert checked.value["start_method"] == {"forkserver": {"preload_modules": ["assets.preload"]}}
+
+
+def test_the_preload_imports_the_heavy_libraries_and_leaves_nothing_a_fork_cannot_copy():
+    """In a fresh interpreter, as the forkserver does: Great Expectations and Dagster's
+    storage are imported (what each step process would import again, seconds each), no
+    thread is running, and LanceDB (whose runtime warns against a fork) is not imported."""
+    import subprocess
+
+    code = (
+        "import sys, threading, assets.preload; "
+        "print(threading.active_count(), 'great_expectations' in sys.modules, "
+        "'dagster._core.storage.event_log.sqlite' in sys.modules, 'lancedb' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.split() == ["1", "True", "True", "False"], out.stderr[-2000:]
