@@ -274,9 +274,10 @@ def embed_batch(context: OpExecutionContext, corpus: CorpusResource, texts: list
 
 @op(out={"result": Out(), **{n: Out() for n in _check_outputs("chunk_embeddings")}})
 def embed_merge(
-    context: OpExecutionContext, corpus: CorpusResource, child_chunks: pa.Table, parts: list[pa.Table]
+    context: OpExecutionContext, corpus: CorpusResource, child_chunks: pads.Dataset, parts: list[pa.Table]
 ) -> Iterator[Output[StageResult] | AssetCheckResult]:
-    """One vector per child chunk, in table order: from the batches, else the cache."""
+    """One vector per child chunk, in table order: from the batches, else the cache. Of
+    ``child_chunks`` (the partition's dataset) it reads the chunk ids and text hashes."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     fresh = indexing.VectorsByHash(parts)
@@ -286,7 +287,8 @@ def embed_merge(
     )
     remove_staging(corpus.home, context.run_id, "chunk_embeddings")
     table = result.table
-    outcomes = quality_outcomes("chunk_embeddings", kb, context.partition_key, embeddings=table, children=child_chunks)
+    children = indexing.chunk_keys(child_chunks)
+    outcomes = quality_outcomes("chunk_embeddings", kb, context.partition_key, embeddings=table, children=children)
     result.checks = [o.to_dict() for o in outcomes]
     yield Output(
         result,

@@ -29,7 +29,14 @@ from corpus_pipeline.indexing.describe import (
     merge_descriptions,
 )
 from corpus_pipeline.indexing.discover import discover_documents, documents_of
-from corpus_pipeline.indexing.embed import VectorsByHash, embed_batch, embed_chunks, texts_to_embed, vectors_of
+from corpus_pipeline.indexing.embed import (
+    VectorsByHash,
+    chunk_keys,
+    embed_batch,
+    embed_chunks,
+    texts_to_embed,
+    vectors_of,
+)
 from corpus_pipeline.indexing.parse import (
     blocks_by_doc,
     documents_to_parse,
@@ -70,6 +77,7 @@ __all__ = [
     "build_parent_blocks",
     "child_batch",
     "children_to_build",
+    "chunk_keys",
     "describe_batch",
     "describe_kb_images",
     "discover_documents",

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 
 from corpus_pipeline.embedding import EmbeddingCache, EmbeddingConfig, embed_with_cache, open_embedder
 from corpus_pipeline.embedding.cache import Embedder, text_hash
@@ -160,8 +161,27 @@ def _rows_in(hashes: Any, value_set: Any, todo: np.ndarray) -> tuple[np.ndarray,
     return take, pos[take]
 
 
+#: The columns of ``child_chunks`` an embed joins on (its text is read only where it must embed).
+KEY_COLUMNS = ["chunk_id", "text_hash"]
+
+
+def chunk_keys(children: pa.Table | pads.Dataset) -> pa.Table:
+    """``chunk_id`` and ``text_hash`` of every child, in table order: of a partition's
+    dataset, only those two columns are read (at 256k chunks ~25 MB of the table's ~200)."""
+    if isinstance(children, pads.Dataset):
+        return children.to_table(columns=KEY_COLUMNS)
+    return children.select(KEY_COLUMNS)
+
+
+def _texts_at(children: pa.Table | pads.Dataset, at: np.ndarray) -> list[str]:
+    """The texts of rows ``at`` (row numbers in table order)."""
+    if isinstance(children, pads.Dataset):
+        return rows.strings(children.take(pa.array(at, pa.int64()), columns=["text"]), "text")
+    return rows.strings(children.take(at), "text")
+
+
 def embed_chunks(
-    children: pa.Table,
+    children: pa.Table | pads.Dataset,
     config: EmbeddingConfig,
     *,
     cache: EmbeddingCache | None,
@@ -177,10 +197,12 @@ def embed_chunks(
     embedded here, ``progress`` told as it goes (``embed``, done, total, ``chunks``). The
     first two are joined by text hash in Arrow and copied once, a slice at a time, into
     the output matrix: no chunk's text or vector becomes a Python object unless it must be
-    looked up or embedded."""
+    looked up or embedded. ``children`` may be the partition's dataset: then only its
+    ``chunk_id`` and ``text_hash`` are read, and the text of the rows it must embed."""
     model = config.vector_key
-    n = children.num_rows
-    hashes: Any = children.column("text_hash").combine_chunks()
+    keys = chunk_keys(children)
+    n = keys.num_rows
+    hashes: Any = keys.column("text_hash").combine_chunks()
     todo = np.ones(n, dtype=bool)
     found: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []  # (rows, source, source rows)
     prev = previous_vectors(previous, model)
@@ -208,7 +230,7 @@ def embed_chunks(
     rest = np.flatnonzero(todo)
     embedded = len(given)
     if rest.size or not found:  # (an empty KB with nothing before it: the model says its size)
-        texts = rows.strings(children.take(rest), "text")
+        texts = _texts_at(children, rest)
         vecs, newly, _ = embed_with_cache(texts, opener, cache, model_name=model)
         embedded += newly
         found.append((rest, vecs, None))
@@ -228,7 +250,7 @@ def embed_chunks(
     vector = pa.FixedSizeListArray.from_arrays(pa.array(out.reshape(-1), type=pa.float32()), dim)
     table = pa.table(
         {
-            "chunk_id": children.column("chunk_id").combine_chunks(),
+            "chunk_id": keys.column("chunk_id").combine_chunks(),
             "model": pa.array([model] * n, pa.string()),
             "text_hash": hashes,
             "vector": vector,

@@ -190,8 +190,17 @@ VECTOR_BLOCK_ROWS = 4096
 
 def vector_columns(vectors: Any) -> pd.DataFrame:
     """Per row: ``_dim`` (NaN for a null vector), ``_nonfinite`` (NaN/inf values) and
-    ``_norm`` (L2 norm over the finite values)."""
-    arr = vectors.combine_chunks() if isinstance(vectors, pa.ChunkedArray) else vectors
+    ``_norm`` (L2 norm over the finite values). A chunked column is checked chunk by chunk:
+    ``combine_chunks`` would copy every vector (394 MB at 256k chunks of 384 floats)."""
+    if isinstance(vectors, pa.ChunkedArray):
+        if vectors.num_chunks == 0:
+            return _vector_columns(pa.array([], vectors.type))
+        frames = [_vector_columns(chunk) for chunk in vectors.chunks]
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    return _vector_columns(vectors)
+
+
+def _vector_columns(arr: Any) -> pd.DataFrame:
     n = len(arr)
     valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_fixed_size_list(arr.type):
@@ -201,9 +210,11 @@ def vector_columns(vectors: Any) -> pd.DataFrame:
     dims = np.where(valid, lengths, np.nan)
     nonfinite = np.zeros(n, dtype=float)
     norms = np.full(n, np.nan)
-    if pa.types.is_fixed_size_list(arr.type) and arr.offset == 0 and n:
-        d = arr.type.list_size
-        flat = np.asarray(cast(Any, arr).values.slice(0, n * d).to_numpy(zero_copy_only=False)).reshape(n, d)
+    if pa.types.is_fixed_size_list(arr.type) and n:
+        d = arr.type.list_size  # (``values`` ignores a slice's offset: a null's slots are still there)
+        flat = np.asarray(cast(Any, arr).values.slice(arr.offset * d, n * d).to_numpy(zero_copy_only=False)).reshape(
+            n, d
+        )
         for start in range(0, n, VECTOR_BLOCK_ROWS):  # (in float64 a block at a time: not a copy of them all)
             m = flat[start : start + VECTOR_BLOCK_ROWS].astype(np.float64)
             finite = np.isfinite(m)

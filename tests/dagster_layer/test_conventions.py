@@ -162,3 +162,18 @@ def test_the_search_index_step_gets_its_inputs_as_datasets_not_tables(tmp_path):
     assert loaded["child_chunks"].to_table().equals(chunks)
     plain = manager.load_input(build_input_context(asset_key="child_chunks", partition_key="kb1|v1"))
     assert isinstance(plain, pa.Table) and plain.equals(chunks)
+
+
+def test_the_embed_merge_gets_the_children_as_a_dataset():
+    """``embed_merge`` reads only ``chunk_id`` and ``text_hash`` of ``child_chunks``
+    (``indexing.chunk_keys``): its input is annotated ``pyarrow.dataset.Dataset``, which the
+    IO manager hands over unread (tested above for ``search_index``)."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    from assets.definitions import defs
+
+    graph = defs.resolve_assets_def("chunk_embeddings").node_def
+    ops = {node.name: node.definition for node in graph.nodes}
+    assert ops["embed_merge"].ins["child_chunks"].dagster_type.typing_type is pads.Dataset
+    assert ops["embed_plan"].ins["child_chunks"].dagster_type.typing_type is pa.Table

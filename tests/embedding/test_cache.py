@@ -123,3 +123,33 @@ def test_the_merge_takes_previous_then_batch_then_cached_vectors_and_embeds_only
     other = VectorsByHash([batch_vectors([text_hash("zeta")], np.ones((1, 8), dtype=np.float32))])
     with pytest.raises(StoreError, match="16 dimensions, its new ones 8"):
         embed_chunks(_children(["alpha", "zeta"]), config, cache=None, fresh=other, previous=previous)
+
+
+def test_the_merge_reads_of_a_partition_dataset_only_keys_and_the_texts_it_embeds(tmp_path):
+    """``embed_chunks`` over the ``child_chunks`` partition's dataset (what ``embed_merge``
+    is handed): the same table as over the table in memory, the texts of the rows it must
+    embed read by row number across the partition's files."""
+    import pyarrow as pa
+    from support.openai_server import OpenAIServer, embeddings_handler
+
+    from corpus_pipeline.embedding import EmbeddingConfig
+    from corpus_pipeline.indexing import chunk_keys, embed_chunks
+    from corpus_pipeline.store.parquet import dataset, write_partition
+
+    texts = ["alpha", "beta", "gamma", "alpha", "delta", "epsilon"]
+    children = _children(texts).append_column("doc_id", pa.array([f"d{i}" for i in range(len(texts))]))
+    folder = tmp_path / "child_chunks"
+    files = write_partition(folder, children, docs_per_file=1)
+    assert len(files) > 1  # (rows spread over several files)
+    ds = dataset(folder)
+    assert chunk_keys(ds).equals(children.select(["chunk_id", "text_hash"]))
+    with OpenAIServer(handler=embeddings_handler(16)) as server:
+        config = EmbeddingConfig(provider="openai", base_url=server.base_url, model="m", max_retries=0)
+        previous = embed_chunks(_children(["beta", "gamma"]), config, cache=None).table
+        asked = len(server.calls("/v1/embeddings"))
+        streamed = embed_chunks(ds, config, cache=None, previous=previous)
+        sent = [r.body["input"] for r in server.calls("/v1/embeddings")[asked:]]
+        in_memory = embed_chunks(children, config, cache=None, previous=previous)
+    assert sent == [["alpha", "delta", "epsilon"]]  # (rows 0, 4, 5: read from their files)
+    assert streamed.table.equals(in_memory.table)
+    assert (streamed.stats.embedded, streamed.stats.reused) == (3, 3)

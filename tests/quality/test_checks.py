@@ -333,3 +333,26 @@ def test_vector_columns_are_the_same_computed_a_block_at_a_time(monkeypatch):
     assert blocks.equals(whole)
     assert blocks["_nonfinite"].tolist() == [0, 1, 0, 2, 0]
     assert blocks["_norm"].tolist() == [5.0, 1.0, 0.0, 0.0, 1.0]
+
+
+def test_vector_columns_of_a_chunked_sliced_column_with_a_null_are_its_rows():
+    """A partition's vector column comes in chunks (one per Parquet file), a chunk may be a
+    slice (an offset into its buffers), and a vector may be null: checked chunk by chunk,
+    without ``combine_chunks`` (a copy of every vector), the figures are each row's."""
+    import numpy as np
+    import pyarrow as pa
+
+    from corpus_pipeline.quality import partition
+
+    rows = [[3.0, 4.0], [float("nan"), 1.0], [0.0, 0.0], [float("inf"), float("-inf")], [1.0, 0.0], [0.0, 2.0]]
+    values = pa.array(np.array(rows, dtype=np.float32).ravel())
+    mask = pa.array([False, False, True, False, False, False])
+    arr = pa.FixedSizeListArray.from_arrays(values, 2, mask=mask)
+    whole = partition.vector_columns(arr)
+    chunked = pa.chunked_array([arr.slice(0, 1), arr.slice(1, 3), arr.slice(4)])
+    assert [c.offset for c in chunked.chunks] == [0, 1, 4]
+    split = partition.vector_columns(chunked)
+    assert split.equals(whole)
+    assert split["_norm"].tolist()[:2] == [5.0, 1.0] and np.isnan(split["_norm"][2])
+    assert split["_norm"].tolist()[3:] == [0.0, 1.0, 2.0]
+    assert partition.vector_columns(pa.chunked_array([], arr.type)).empty
