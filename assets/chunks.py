@@ -17,6 +17,7 @@ from dagster import (
     DataVersion,
     DynamicOut,
     DynamicOutput,
+    In,
     MaterializeResult,
     MetadataValue,
     OpExecutionContext,
@@ -37,7 +38,7 @@ from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store import schemas, versions
 from corpus_pipeline.store.layout import Layout
 from resources import CorpusResource, LLMResource
-from resources.batch_io import remove_staging
+from resources.batch_io import STAGED_LAZILY, StagedBatch, remove_staging
 from resources.metadata import table_metadata
 
 
@@ -255,7 +256,7 @@ def embed_plan(
     (``indexing.batches``): one step each."""
     kb_name, version = split_key(context.partition_key)
     emb = corpus.kb_at_version(kb_name, version).config.embedding
-    previous = corpus.previous("chunk_embeddings", kb_name, version)
+    previous = corpus.previous_dataset("chunk_embeddings", kb_name, version)
     todo = indexing.texts_to_embed(child_chunks, emb, corpus.embedding_cache(), previous)
     parts = batches.split(todo, corpus.batch_workers, corpus.batch_rule("embed")) or [[]]
     context.log.info(f"{len(todo)} of {child_chunks.num_rows} chunk text(s) to embed, in {len(parts)} batch(es)")
@@ -272,18 +273,25 @@ def embed_batch(context: OpExecutionContext, corpus: CorpusResource, texts: list
     return indexing.embed_batch(texts, emb, progress=progress_log(context))
 
 
-@op(out={"result": Out(), **{n: Out() for n in _check_outputs("chunk_embeddings")}})
+@op(
+    ins={"parts": In(metadata={STAGED_LAZILY: True})},
+    out={"result": Out(), **{n: Out() for n in _check_outputs("chunk_embeddings")}},
+)
 def embed_merge(
-    context: OpExecutionContext, corpus: CorpusResource, child_chunks: pads.Dataset, parts: list[pa.Table]
+    context: OpExecutionContext, corpus: CorpusResource, child_chunks: pads.Dataset, parts: list[StagedBatch]
 ) -> Iterator[Output[StageResult] | AssetCheckResult]:
-    """One vector per child chunk, in table order: from the batches, else the cache. Of
-    ``child_chunks`` (the partition's dataset) it reads the chunk ids and text hashes."""
+    """One vector per child chunk, in table order: from the previous output, the batches,
+    else the cache. Of ``child_chunks`` (the partition's dataset) it reads the chunk ids and
+    text hashes; the batches and the previous vectors are read one at a time."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
-    fresh = indexing.VectorsByHash(parts)
-    previous = corpus.previous("chunk_embeddings", kb_name, version)
+    previous = corpus.previous_dataset("chunk_embeddings", kb_name, version)
     result = indexing.embed_chunks(
-        child_chunks, kb.config.embedding, cache=corpus.embedding_cache(), fresh=fresh, previous=previous
+        child_chunks,
+        kb.config.embedding,
+        cache=corpus.embedding_cache(),
+        fresh=[part.load for part in parts],
+        previous=previous,
     )
     remove_staging(corpus.home, context.run_id, "chunk_embeddings")
     table = result.table

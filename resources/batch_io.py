@@ -1,7 +1,8 @@
 """The IO manager of the batches between a fanned-out asset's steps (plan → batch →
 merge): pickles under ``warehouse/staging/<run_id>/``, which every step of the run reads,
 in whichever process or on whichever worker it runs (CORPUS_HOME is shared by all of them).
-The merge step removes its run's batches once the asset's output is written."""
+The merge step removes its run's batches once the asset's output is written. An input
+marked ``STAGED_LAZILY`` gets handles (``StagedBatch``) that its step reads one at a time."""
 
 from __future__ import annotations
 
@@ -10,12 +11,28 @@ import os
 import pickle
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
 from corpus_pipeline.store.layout import Layout
+
+#: An input whose definition's metadata sets this gets each batch as a ``StagedBatch``, read
+#: when the step asks (``embed_merge``: one batch's vectors at a time, not every batch's).
+STAGED_LAZILY = "corpus/staged_lazily"
+
+
+@dataclass(frozen=True)
+class StagedBatch:
+    """One batch's output on disk, not yet read."""
+
+    path: Path
+
+    def load(self) -> Any:
+        with self.path.open("rb") as f:
+            return pickle.load(f)
 
 
 def _name(step_key: str, output: str, mapping_key: str | None) -> str:
@@ -46,9 +63,12 @@ class BatchIOManager(ConfigurableIOManager):
     def load_input(self, context: InputContext) -> Any:
         up = context.upstream_output
         assert up is not None
-        path = self._path(up.run_id, up.step_key, up.name, up.mapping_key)
-        with path.open("rb") as f:
-            return pickle.load(f)
+        staged = StagedBatch(self._path(up.run_id, up.step_key, up.name, up.mapping_key))
+        if (context.definition_metadata or {}).get(STAGED_LAZILY):
+            if not staged.path.exists():  # (said now, not when the step reads it)
+                raise FileNotFoundError(f"{staged.path}: the staged output of step {up.step_key} is missing")
+            return staged
+        return staged.load()
 
 
 def remove_staging(home: str, run_id: str, asset: str | None = None) -> None:

@@ -66,6 +66,18 @@ class CorpusResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagste
         except (StoreError, OSError, ValueError):
             return None
 
+    def previous_dataset(self, asset: str, kb: str, version: str | None = None) -> Any:
+        """The last materialized output of a partition as a Parquet dataset, nothing read
+        yet, or None (first run, or unreadable): for a step that reads it a file at a time."""
+        from corpus_pipeline.errors import StoreError
+        from corpus_pipeline.store.parquet import dataset, has_partition
+
+        folder = self.layout.partition_dir(asset, kb, version)
+        try:
+            return dataset(folder) if has_partition(folder) else None
+        except (StoreError, OSError, ValueError):
+            return None
+
     def embedding_cache(self) -> EmbeddingCache:
         return EmbeddingCache(self.layout.embedding_cache_file)
 

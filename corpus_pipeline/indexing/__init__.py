@@ -30,7 +30,6 @@ from corpus_pipeline.indexing.describe import (
 )
 from corpus_pipeline.indexing.discover import discover_documents, documents_of
 from corpus_pipeline.indexing.embed import (
-    VectorsByHash,
     chunk_keys,
     embed_batch,
     embed_chunks,
@@ -71,7 +70,6 @@ __all__ = [
     "PublishStats",
     "StageResult",
     "StageStats",
-    "VectorsByHash",
     "blocks_by_doc",
     "build_child_chunks",
     "build_parent_blocks",

@@ -4,7 +4,7 @@ model embedded before (any KB, any version, any run) comes from the vector cache
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,11 @@ class _Reporting:
             closer()
 
 
+#: An embeddings table (``chunk_embeddings``, or a batch's ``text_hash`` and ``vector``), or
+#: a function that reads one (a batch staged on disk: read when its turn comes).
+VectorSource = pa.Table | Callable[[], pa.Table]
+
+
 def previous_vectors(previous: pa.Table | None, model: str) -> pa.Table | None:
     """The ``text_hash`` and ``vector`` of this partition's previous embeddings made by
     ``model`` (its ``vector_key``), or None: what a re-run takes its unchanged chunks'
@@ -72,21 +77,57 @@ def previous_vectors(previous: pa.Table | None, model: str) -> pa.Table | None:
     return prev if prev.num_rows else None
 
 
-def _not_in(children: pa.Table, prev: pa.Table | None) -> pa.Table:
-    """The rows of ``children`` whose text has no vector in ``prev``."""
-    if prev is None:
+def _previous_parts(previous: pa.Table | pads.Dataset | None, model: str) -> Iterator[pa.Table]:
+    """``previous_vectors`` of a table, or of a partition's dataset file by file (a re-run
+    holds one file's vectors at a time, not the partition's)."""
+    if isinstance(previous, pads.Dataset):
+        for fragment in previous.get_fragments():
+            try:
+                table = fragment.to_table(columns=["model", "text_hash", "vector"])
+            except (OSError, pa.ArrowInvalid):
+                continue  # (unreadable: its chunks' vectors come from the batches, the cache or the model)
+            part = previous_vectors(table, model)
+            if part is not None:
+                yield part
+    else:
+        part = previous_vectors(previous, model)
+        if part is not None:
+            yield part
+
+
+def _previous_hashes(previous: pa.Table | pads.Dataset | None, model: str) -> Any:
+    """The text hashes ``model`` has a vector for in ``previous`` (no vector read)."""
+    if previous is None:
+        return None
+    if isinstance(previous, pads.Dataset):
+        if "model" not in previous.schema.names:
+            return None
+        found = previous.to_table(columns=["text_hash"], filter=pc.field("model") == model)
+    elif "model" not in previous.column_names:
+        return None
+    else:
+        found = rows.where_equal(previous, "model", model)
+    return found.column("text_hash").combine_chunks() if found.num_rows else None
+
+
+def _not_in(children: pa.Table, prev_hashes: Any) -> pa.Table:
+    """The rows of ``children`` whose text hash is not in ``prev_hashes``."""
+    if prev_hashes is None:
         return children
-    found: Any = pc.is_in(children.column("text_hash"), value_set=prev.column("text_hash").combine_chunks())
+    found: Any = pc.is_in(children.column("text_hash"), value_set=prev_hashes)
     return children.filter(pc.invert(found))
 
 
 def texts_to_embed(
-    children: pa.Table, config: EmbeddingConfig, cache: EmbeddingCache | None, previous: pa.Table | None = None
+    children: pa.Table,
+    config: EmbeddingConfig,
+    cache: EmbeddingCache | None,
+    previous: pa.Table | pads.Dataset | None = None,
 ) -> list[str]:
     """The distinct texts of ``children`` this model has no vector for, neither in this
     partition's ``previous`` embeddings nor in the cache (first-seen order): the work of a
     run's embed, which the ``chunk_embeddings`` asset splits into batches (``embed_batch``)."""
-    need = _not_in(children, previous_vectors(previous, config.vector_key))
+    need = _not_in(children, _previous_hashes(previous, config.vector_key))
     texts = rows.strings(need, "text")
     hashes = rows.strings(need, "text_hash")
     found = cache.has_many(config.vector_key, hashes) if cache else set()
@@ -117,35 +158,6 @@ def batch_vectors(hashes: Sequence[str], vecs: np.ndarray) -> pa.Table:
     dim = int(vecs.shape[1]) if vecs.ndim == 2 and vecs.shape[1] else 1  # (an empty batch: any size)
     vector = pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), type=pa.float32()), dim)
     return pa.table({"text_hash": pa.array(list(hashes), pa.string()), "vector": vector})
-
-
-class VectorsByHash(Mapping[str, np.ndarray]):
-    """The batches' vectors (``embed_batch`` tables) by text hash, each batch's as one
-    array, none copied (no concatenation, no object per vector); ``parts`` are (hashes,
-    vectors) pairs, what ``embed_chunks`` joins the chunks on."""
-
-    def __init__(self, tables: Sequence[pa.Table]) -> None:
-        self.parts: list[tuple[Any, np.ndarray]] = [
-            (t.column("text_hash").combine_chunks(), vectors_of(t)) for t in tables if t.num_rows
-        ]
-        self._at: dict[str, tuple[int, int]] = {}
-        for p, (hashes, _vecs) in enumerate(self.parts):
-            for i, h in enumerate(hashes.to_pylist()):
-                self._at.setdefault(h, (p, i))
-
-    def __getitem__(self, h: str) -> np.ndarray:
-        p, i = self._at[h]
-        row: np.ndarray = self.parts[p][1][i]
-        return row
-
-    def __contains__(self, h: object) -> bool:
-        return h in self._at
-
-    def __iter__(self) -> Any:
-        return iter(self._at)
-
-    def __len__(self) -> int:
-        return len(self._at)
 
 
 #: Vectors copied into the output at a time (bounds the copy's temporary).
@@ -186,8 +198,8 @@ def embed_chunks(
     *,
     cache: EmbeddingCache | None,
     progress: ProgressFn | None = None,
-    fresh: VectorsByHash | None = None,
-    previous: pa.Table | None = None,
+    fresh: Iterable[VectorSource] = (),
+    previous: pa.Table | pads.Dataset | None = None,
 ) -> StageResult:
     """One passage vector per child, cached under the model's ``vector_key``.
 
@@ -195,58 +207,69 @@ def embed_chunks(
     embeddings (same text, same model), from ``fresh`` (the vectors the run's batches
     computed, ``embed_batch``; written to the cache here), else from the cache, else is
     embedded here, ``progress`` told as it goes (``embed``, done, total, ``chunks``). The
-    first two are joined by text hash in Arrow and copied once, a slice at a time, into
-    the output matrix: no chunk's text or vector becomes a Python object unless it must be
-    looked up or embedded. ``children`` may be the partition's dataset: then only its
-    ``chunk_id`` and ``text_hash`` are read, and the text of the rows it must embed."""
+    first two are joined by text hash in Arrow and copied, a slice at a time, into the
+    output matrix, one source at a time: a batch staged on disk (a function in ``fresh``)
+    or a file of a ``previous`` dataset is read when its turn comes and let go after, so
+    what is held is the output and one source, not every vector twice. No chunk's text or
+    vector becomes a Python object unless it must be looked up or embedded. ``children``
+    may be the partition's dataset: then only its ``chunk_id`` and ``text_hash`` are read,
+    and the text of the rows it must embed."""
     model = config.vector_key
     keys = chunk_keys(children)
     n = keys.num_rows
     hashes: Any = keys.column("text_hash").combine_chunks()
     todo = np.ones(n, dtype=bool)
-    found: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []  # (rows, source, source rows)
-    prev = previous_vectors(previous, model)
-    prev_dim = prev.column("vector").type.list_size if prev is not None else None
-    if prev is not None:
-        take, pos = _rows_in(hashes, prev.column("text_hash").combine_chunks(), todo)
-        found.append((take, vectors_of(prev), pos))
-        todo[take] = False
-    given: set[tuple[int, int]] = set()
-    for p, (part_hashes, part_vecs) in enumerate(fresh.parts if fresh is not None else []):
+    out: np.ndarray | None = None
+    first: str = ""  # what set the output's size (for the error when a later source differs)
+
+    def fill(dest: np.ndarray, vecs: np.ndarray, at: np.ndarray | None, what: str) -> None:
+        nonlocal out, first
+        if out is not None and not dest.size:
+            return
+        if out is None:
+            out, first = np.empty((n, vecs.shape[1]), dtype=np.float32), what
+        elif vecs.shape[1] != out.shape[1]:
+            raise StoreError(
+                f"the {first} vectors of model {model!r} have {out.shape[1]} dimensions, "
+                f"its {what} ones {vecs.shape[1]}: the model changed under the same name; give it a new name in kb.yaml"
+            )
+        for i in range(0, dest.size, COPY_ROWS):
+            part = slice(i, i + COPY_ROWS)
+            out[dest[part]] = vecs[at[part]] if at is not None else vecs[part]
+        todo[dest] = False
+
+    for prev in _previous_parts(previous, model):
         if not todo.any():
             break
-        take, pos = _rows_in(hashes, part_hashes, todo)
+        take, pos = _rows_in(hashes, prev.column("text_hash").combine_chunks(), todo)
+        fill(take, vectors_of(prev), pos, "previous")
+    embedded = 0
+    for source in fresh:
+        batch = source() if callable(source) else source
+        if batch.num_rows == 0:
+            continue
+        batch_hashes = batch.column("text_hash").combine_chunks()
+        vecs = vectors_of(batch)
+        take, pos = _rows_in(hashes, batch_hashes, todo)
         if take.size:
-            found.append((take, part_vecs, pos))
-            todo[take] = False
-            given.update((p, int(i)) for i in np.unique(pos))
-    if given and cache is not None and fresh is not None:
-        cache.put_many(model, fresh)
+            fill(take, vecs, pos, "new")
+            embedded += int(np.unique(pos).size)
+        if cache is not None:
+            cache.put_many(model, dict(zip(rows.strings(batch, "text_hash"), vecs, strict=True)))
+        del batch, vecs  # (before the next batch is read)
 
     def opener() -> Embedder:
         embedder = open_embedder(config)
         return embedder if progress is None else _Reporting(embedder, config, progress)
 
     rest = np.flatnonzero(todo)
-    embedded = len(given)
-    if rest.size or not found:  # (an empty KB with nothing before it: the model says its size)
+    if rest.size or out is None:  # (an empty KB with nothing before it: the model says its size)
         texts = _texts_at(children, rest)
         vecs, newly, _ = embed_with_cache(texts, opener, cache, model_name=model)
         embedded += newly
-        found.append((rest, vecs, None))
-    used = [(i, int(src.shape[1])) for i, (take, src, _pos) in enumerate(found) if take.size]
-    new_dims = {d for i, d in used if prev is None or i > 0}
-    if prev_dim is not None and new_dims and new_dims != {prev_dim}:
-        raise StoreError(
-            f"the previous vectors of model {model!r} have {prev_dim} dimensions, "
-            f"its new ones {min(new_dims)}: the model changed under the same name; give it a new name in kb.yaml"
-        )
-    dim = max(d for _i, d in used) if used else int(found[0][1].shape[1])
-    out = np.empty((n, dim), dtype=np.float32)
-    for dest, src, src_at in found:
-        for i in range(0, dest.size, COPY_ROWS):
-            part = slice(i, i + COPY_ROWS)
-            out[dest[part]] = src[src_at[part]] if src_at is not None else src[part]
+        fill(rest, vecs, None, "new")
+    assert out is not None
+    dim = int(out.shape[1])
     vector = pa.FixedSizeListArray.from_arrays(pa.array(out.reshape(-1), type=pa.float32()), dim)
     table = pa.table(
         {

@@ -85,7 +85,8 @@ def test_a_re_embed_takes_unchanged_vectors_from_the_previous_partition(tmp_path
 def test_the_merge_takes_previous_then_batch_then_cached_vectors_and_embeds_only_the_rest(tmp_path, monkeypatch):
     """What a fanned-out embed's merge does (``embed_chunks`` with ``previous`` and
     ``fresh``): each chunk's vector from this partition's previous embeddings, else from
-    the batches' tables (``batch_vectors``, looked up by text hash, ``VectorsByHash``), else
+    the batches' tables (``batch_vectors``, looked up by text hash, each read when its turn
+    comes: a function that reads it, or the table), else
     the cache, else the model over real HTTP; the batches' vectors are cached (a few rows at
     a time); the table equals one embed of everything."""
     import pytest
@@ -96,7 +97,7 @@ def test_the_merge_takes_previous_then_batch_then_cached_vectors_and_embeds_only
     from corpus_pipeline.embedding.cache import text_hash
     from corpus_pipeline.errors import StoreError
     from corpus_pipeline.indexing import embed_batch, embed_chunks
-    from corpus_pipeline.indexing.embed import VectorsByHash, batch_vectors
+    from corpus_pipeline.indexing.embed import batch_vectors
 
     monkeypatch.setattr(cache_mod, "PUT_ROWS", 2)
     cache = EmbeddingCache(tmp_path / "e.sqlite")
@@ -105,14 +106,19 @@ def test_the_merge_takes_previous_then_batch_then_cached_vectors_and_embeds_only
         previous = embed_chunks(_children(["alpha", "beta"]), config, cache=None).table
         embed_chunks(_children(["epsilon"]), config, cache=cache)  # (in the cache)
         parts = [embed_batch(b, config) for b in (["gamma"], ["delta", "eta"])]
-        fresh = VectorsByHash([*parts, batch_vectors([], np.zeros((0, 0), dtype=np.float32))])
-        assert len(fresh) == 3 and text_hash("delta") in fresh and fresh[text_hash("eta")].shape == (16,)
+        read = []
+
+        def staged(table):  # (a batch on disk: read when the merge asks)
+            return lambda: read.append(table.num_rows) or table
+
+        fresh = [staged(parts[0]), parts[1], staged(batch_vectors([], np.zeros((0, 0), dtype=np.float32)))]
         asked = len(server.calls("/v1/embeddings"))
         texts = ["gamma", "alpha", "epsilon", "zeta", "delta", "gamma", "beta"]
         merged = embed_chunks(_children(texts), config, cache=cache, fresh=fresh, previous=previous)
         sent = [r.body["input"] for r in server.calls("/v1/embeddings")[asked:]]
         whole = embed_chunks(_children(texts), config, cache=None).table
     assert sent == [["zeta"]]
+    assert read == [1, 0]  # (each staged batch read once)
     assert (merged.stats.embedded, merged.stats.reused) == (3, 4)  # gamma, delta (batches), zeta
     assert merged.table.equals(whole)
     all_hashes = [text_hash(t) for t in [*texts, "eta", "alpha"]]
@@ -120,7 +126,7 @@ def test_the_merge_takes_previous_then_batch_then_cached_vectors_and_embeds_only
         text_hash(t) for t in ["gamma", "delta", "eta", "epsilon", "zeta"]
     }
     # A batch whose vectors have another size than the partition's previous ones: refused.
-    other = VectorsByHash([batch_vectors([text_hash("zeta")], np.ones((1, 8), dtype=np.float32))])
+    other = [batch_vectors([text_hash("zeta")], np.ones((1, 8), dtype=np.float32))]
     with pytest.raises(StoreError, match="16 dimensions, its new ones 8"):
         embed_chunks(_children(["alpha", "zeta"]), config, cache=None, fresh=other, previous=previous)
 
@@ -130,10 +136,11 @@ def test_the_merge_reads_of_a_partition_dataset_only_keys_and_the_texts_it_embed
     is handed): the same table as over the table in memory, the texts of the rows it must
     embed read by row number across the partition's files."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
     from support.openai_server import OpenAIServer, embeddings_handler
 
     from corpus_pipeline.embedding import EmbeddingConfig
-    from corpus_pipeline.indexing import chunk_keys, embed_chunks
+    from corpus_pipeline.indexing import chunk_keys, embed_chunks, texts_to_embed
     from corpus_pipeline.store.parquet import dataset, write_partition
 
     texts = ["alpha", "beta", "gamma", "alpha", "delta", "epsilon"]
@@ -150,6 +157,24 @@ def test_the_merge_reads_of_a_partition_dataset_only_keys_and_the_texts_it_embed
         streamed = embed_chunks(ds, config, cache=None, previous=previous)
         sent = [r.body["input"] for r in server.calls("/v1/embeddings")[asked:]]
         in_memory = embed_chunks(children, config, cache=None, previous=previous)
+        wider = embed_chunks(_children([*(f"w{i}" for i in range(60)), "beta", "gamma"]), config, cache=None).table
+        prev_folder = tmp_path / "chunk_embeddings"
+        prev_files = write_partition(prev_folder, wider, docs_per_file=1)
+        assert len(prev_files) > 1
+        prev_ds = dataset(prev_folder)
+        assert texts_to_embed(children, config, None, prev_ds) == texts_to_embed(children, config, None, previous)
+        asked = len(server.calls("/v1/embeddings"))
+        from_files = embed_chunks(ds, config, cache=None, previous=prev_ds)
+        assert len(server.calls("/v1/embeddings")) == asked + 1  # (alpha, delta, epsilon again: no cache)
+        # An unreadable file of the previous output: its chunks are embedded again, not lost.
+        lost = prev_files[-1]
+        lost_texts = [
+            h for h in pq.read_table(lost)["text_hash"].to_pylist() if h in set(children["text_hash"].to_pylist())
+        ]
+        lost.write_bytes(b"not parquet")
+        damaged = embed_chunks(ds, config, cache=None, previous=dataset(prev_folder))
     assert sent == [["alpha", "delta", "epsilon"]]  # (rows 0, 4, 5: read from their files)
     assert streamed.table.equals(in_memory.table)
     assert (streamed.stats.embedded, streamed.stats.reused) == (3, 3)
+    assert from_files.table.equals(in_memory.table) and from_files.stats.embedded == 3
+    assert damaged.table.equals(in_memory.table) and damaged.stats.embedded == 3 + len(set(lost_texts))
