@@ -63,7 +63,8 @@ def parse_plan(
     """The documents to parse (new or changed since this partition's last run), cut into
     batches (``indexing.batches``): one step each."""
     kb = corpus.kb(context.partition_key)
-    todo = indexing.documents_to_parse(kb, documents, corpus.previous("parsed_blocks", kb.name))
+    previous = indexing.previous_parse_state(corpus.layout.partition_dir("parsed_blocks", kb.name))
+    todo = indexing.documents_to_parse(kb, documents, previous)
     parts = batches.split(todo, corpus.batch_workers, corpus.batch_rule("parse")) or [[]]
     context.log.info(f"{len(todo)} of {documents.num_rows} document(s) to parse, in {len(parts)} batch(es)")
     for i, part in enumerate(parts):

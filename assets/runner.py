@@ -461,7 +461,7 @@ def _index_kb_locked(
     parse_run: str | None = None
     if force or fresh.parse_needed:
         say(f"▶ {kb.name}: parse (partition {kb.name}) — {summary.reason}")
-        previous = None if force else _previous_parse(layout, kb.name)
+        previous = None if force else indexing.previous_parse_state(layout.partition_dir("parsed_blocks", kb.name))
         todo = len(indexing.documents_to_parse(kb, discovered, previous))
         r1 = execute(defs, "parse_kb", kb.name, kb.name, instance, say, reporter, _processes(workers, todo), home)
         summary.runs.append(r1.run_id)
@@ -498,16 +498,6 @@ def _index_kb_locked(
     summary.active_version = active_version(layout, kb.name)
     summary.seconds = round(time.monotonic() - t0, 2)
     return summary
-
-
-def _previous_parse(layout: Layout, kb: str) -> dict[str, Any] | None:
-    from corpus_pipeline.store.parquet import read_partition
-
-    try:
-        tables = read_partition(layout.partition_dir("parsed_blocks", kb))
-    except Exception:  # noqa: BLE001 - unreadable: everything is parsed
-        return None
-    return tables if isinstance(tables, dict) else None
 
 
 def _processes(workers: int, documents: int) -> int:

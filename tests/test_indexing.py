@@ -181,3 +181,32 @@ def test_parse_batches_merged_equal_one_parse_of_the_whole_kb(tmp_path):
     for name in ("texts", "blocks", "images"):
         assert merged.tables[name].equals(whole.tables[name]), name
     assert merged.stats == whole.stats and [f["path"] for f in merged.stats.failed] == ["broken.docx"]
+
+
+def test_the_parse_plan_reads_only_the_reuse_columns_of_the_previous_parse(tmp_path):
+    """``previous_parse_state``: of the last ``parsed_blocks`` output, the ``texts`` table's
+    reuse columns only (not the texts, blocks and images), and the same documents to parse
+    as with the whole previous output; nothing to read, or unreadable: None (all parsed)."""
+    from corpus_pipeline.store.parquet import write_partition
+
+    d = tmp_path / "kb"
+    d.mkdir()
+    for i in range(3):
+        (d / f"doc-{i}.md").write_text(STRUCTURED.replace("AES-256", f"cipher-{i}"))
+    kb = resolve_kb(d)
+    docs = indexing.discover_documents(kb).tables
+    parsed = indexing.parse_documents(kb, docs).tables
+    folder = tmp_path / "parsed_blocks"
+    assert indexing.previous_parse_state(folder) is None
+    write_partition(folder, parsed)
+    state = indexing.previous_parse_state(folder)
+    assert list(state) == ["texts"]
+    assert "text" not in state["texts"].column_names and state["texts"].num_rows == 3
+    (d / "doc-1.md").write_text(STRUCTURED.replace("AES-256", "changed"))
+    now = indexing.discover_documents(kb).tables
+    todo = indexing.documents_to_parse(kb, now, state)
+    assert [x.path for x in todo] == ["doc-1.md"]
+    assert [x.path for x in indexing.documents_to_parse(kb, now, parsed)] == ["doc-1.md"]
+    for f in folder.glob("texts-*.parquet"):
+        f.write_bytes(b"not parquet")
+    assert indexing.previous_parse_state(folder) is None

@@ -44,6 +44,7 @@ from corpus_pipeline.indexing.parse import (
     parse_batch,
     parse_documents,
     parsed_rows,
+    previous_parse_state,
 )
 from corpus_pipeline.indexing.publish import publish_version, write_search_index
 from corpus_pipeline.indexing.stats import (
@@ -94,6 +95,7 @@ __all__ = [
     "parse_batch",
     "parse_documents",
     "parsed_rows",
+    "previous_parse_state",
     "publish_version",
     "read_checks",
     "read_stats",

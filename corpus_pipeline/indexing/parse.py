@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 from upath import UPath
 
+from corpus_pipeline.errors import StoreError
 from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.discover import documents_of
 from corpus_pipeline.indexing.stats import ParseStats, StageResult
@@ -60,6 +61,23 @@ def _previous_texts(previous: dict[str, pa.Table] | None) -> dict[str, dict[str,
     texts = previous["texts"]
     cols = [c for c in _REUSE_COLUMNS if c in texts.column_names]
     return {r["doc_id"]: r for r in texts.select(cols).to_pylist()}
+
+
+def previous_parse_state(folder: UPath | Path) -> dict[str, pa.Table] | None:
+    """What ``documents_to_parse`` needs of a ``parsed_blocks`` partition's last output: its
+    ``texts`` table's ``_REUSE_COLUMNS`` (not the texts, blocks and images: ~300 MB of
+    Arrow at 20k documents); None when there is none or it cannot be read (then every
+    document is parsed)."""
+    from corpus_pipeline.store.parquet import dataset, has_partition
+
+    try:
+        if not has_partition(folder, "texts"):
+            return None
+        ds = dataset(folder, "texts")
+        columns = [c for c in _REUSE_COLUMNS if c in ds.schema.names]
+        return {"texts": ds.to_table(columns=columns)}
+    except (OSError, ValueError, StoreError):  # (unreadable: everything is parsed)
+        return None
 
 
 def documents_to_parse(kb: KnowledgeBase, documents: pa.Table, previous: dict[str, pa.Table] | None) -> list[Document]:
