@@ -502,8 +502,8 @@ def _index_kb_locked(
 
 def _processes(workers: int, documents: int) -> int:
     """``workers`` processes when ``documents`` to process make more than one batch
-    (``indexing.batches``), else 1: a step process costs seconds of imports and a model
-    load, more than a small change takes in this process."""
+    (``indexing.batches``), else 1: the forkserver's start (seconds of imports, once a run)
+    and a step process's model load cost more than a small change takes in this process."""
     from corpus_pipeline.indexing import batches
 
     return workers if workers > 1 and batches.batch_count(documents, workers, batches.rule("parse")) > 1 else 1

@@ -77,37 +77,43 @@ def previous_vectors(previous: pa.Table | None, model: str) -> pa.Table | None:
     return prev if prev.num_rows else None
 
 
+def _previous_files(previous: pads.Dataset, columns: list[str]) -> Iterator[pa.Table]:
+    """``columns`` of a previous output's files, one file at a time; an unreadable file is
+    skipped (its chunks' vectors then come from the batches, the cache or the model: the
+    plan and the merge skip the same files)."""
+    if "model" not in previous.schema.names:
+        return
+    for fragment in previous.get_fragments():
+        try:
+            yield fragment.to_table(columns=columns)
+        except (OSError, pa.ArrowInvalid):
+            continue
+
+
 def _previous_parts(previous: pa.Table | pads.Dataset | None, model: str) -> Iterator[pa.Table]:
     """``previous_vectors`` of a table, or of a partition's dataset file by file (a re-run
     holds one file's vectors at a time, not the partition's)."""
-    if isinstance(previous, pads.Dataset):
-        for fragment in previous.get_fragments():
-            try:
-                table = fragment.to_table(columns=["model", "text_hash", "vector"])
-            except (OSError, pa.ArrowInvalid):
-                continue  # (unreadable: its chunks' vectors come from the batches, the cache or the model)
-            part = previous_vectors(table, model)
-            if part is not None:
-                yield part
-    else:
-        part = previous_vectors(previous, model)
+    tables = (
+        _previous_files(previous, ["model", "text_hash", "vector"])
+        if isinstance(previous, pads.Dataset)
+        else [previous]
+    )
+    for table in tables:
+        part = previous_vectors(table, model)
         if part is not None:
             yield part
 
 
 def _previous_hashes(previous: pa.Table | pads.Dataset | None, model: str) -> Any:
     """The text hashes ``model`` has a vector for in ``previous`` (no vector read)."""
-    if previous is None:
-        return None
-    if isinstance(previous, pads.Dataset):
-        if "model" not in previous.schema.names:
-            return None
-        found = previous.to_table(columns=["text_hash"], filter=pc.field("model") == model)
-    elif "model" not in previous.column_names:
-        return None
-    else:
-        found = rows.where_equal(previous, "model", model)
-    return found.column("text_hash").combine_chunks() if found.num_rows else None
+    tables = _previous_files(previous, ["model", "text_hash"]) if isinstance(previous, pads.Dataset) else [previous]
+    found = [
+        rows.where_equal(t, "model", model).column("text_hash")
+        for t in tables
+        if t is not None and "model" in t.column_names
+    ]
+    hashes = pa.chunked_array([c for col in found for c in col.chunks], pa.string())
+    return hashes.combine_chunks() if len(hashes) else None
 
 
 def _not_in(children: pa.Table, prev_hashes: Any) -> pa.Table:

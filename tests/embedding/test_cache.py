@@ -172,9 +172,11 @@ def test_the_merge_reads_of_a_partition_dataset_only_keys_and_the_texts_it_embed
             h for h in pq.read_table(lost)["text_hash"].to_pylist() if h in set(children["text_hash"].to_pylist())
         ]
         lost.write_bytes(b"not parquet")
+        lost_plan = texts_to_embed(children, config, None, dataset(prev_folder))  # (the plan skips it too)
         damaged = embed_chunks(ds, config, cache=None, previous=dataset(prev_folder))
     assert sent == [["alpha", "delta", "epsilon"]]  # (rows 0, 4, 5: read from their files)
     assert streamed.table.equals(in_memory.table)
     assert (streamed.stats.embedded, streamed.stats.reused) == (3, 3)
     assert from_files.table.equals(in_memory.table) and from_files.stats.embedded == 3
     assert damaged.table.equals(in_memory.table) and damaged.stats.embedded == 3 + len(set(lost_texts))
+    assert len(lost_plan) == 3 + len(set(lost_texts))
