@@ -19,6 +19,7 @@ What makes it cheap and safe to re-run:
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -139,7 +140,10 @@ class LLMClient:
         return ChatResult(content, self.model, False, usage["prompt_tokens"], usage["completion_tokens"])
 
     def chat_many(self, requests: Sequence[Messages], **kwargs: Any) -> list[ChatResult | ModelError]:
-        """``chat`` for each request, at most ``max_concurrency`` at a time; results in order."""
+        """``chat`` for each request, at most ``max_concurrency`` at a time; results in order.
+
+        Identical requests are asked once: concurrent copies would otherwise each miss the
+        cache, so what they cost would depend on thread timing."""
 
         def one(messages: Messages) -> ChatResult | ModelError:
             try:
@@ -147,11 +151,22 @@ class LLMClient:
             except ModelError as exc:
                 return exc
 
-        workers = min(self.settings.max_concurrency, len(requests))
+        slot: dict[str, int] = {}
+        distinct: list[Messages] = []
+        order: list[int] = []
+        for messages in requests:
+            key = json.dumps(messages, sort_keys=True, ensure_ascii=False)
+            if key not in slot:
+                slot[key] = len(distinct)
+                distinct.append(messages)
+            order.append(slot[key])
+        workers = min(self.settings.max_concurrency, len(distinct))
         if workers <= 1:
-            return [one(m) for m in requests]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
-            return list(pool.map(one, requests))
+            answers = [one(m) for m in distinct]
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
+                answers = list(pool.map(one, distinct))
+        return [answers[i] for i in order]
 
     def close(self) -> None:
         self._client.close()

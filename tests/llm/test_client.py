@@ -122,6 +122,15 @@ def test_chat_many_keeps_the_order_with_calls_in_flight_together(
     assert time.monotonic() - t0 < 1.2  # 8 x 0.2 s one by one would take 1.6 s
 
 
+def test_identical_requests_in_one_batch_are_asked_once(openai_server: OpenAIServer, make_client: MakeClient) -> None:
+    openai_server.handler = lambda req: Reply.chat("echo " + req.messages[0]["content"]).after(0.1)
+    client = make_client(openai_server, max_concurrency=4)
+    results = client.chat_many([[{"role": "user", "content": c}] for c in "abab"])
+    assert [r.content for r in results] == ["echo a", "echo b", "echo a", "echo b"]  # type: ignore[union-attr]
+    assert sorted(c.messages[0]["content"] for c in openai_server.calls()) == ["a", "b"]
+    assert client.usage.calls == 2
+
+
 def test_json_mode_asks_for_a_json_object(openai_server: OpenAIServer, make_client: MakeClient) -> None:
     openai_server.queue(Reply.chat('{"a": 1}'))
     assert json.loads(make_client(openai_server).chat(HELLO, json_object=True).content) == {"a": 1}

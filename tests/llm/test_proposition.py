@@ -61,8 +61,8 @@ def test_propositions_become_derived_chunks_with_ranges_and_the_batch_span(
 def test_paragraphs_are_batched_up_to_the_limit_each_chunk_keeping_its_batch_span(
     model_server: OpenAIServer, make_client: MakeClient
 ) -> None:
-    para = "The appliance keeps daily snapshots for thirty days in the vault. " * 4
-    doc = "\n\n".join([para.strip()] * 5)
+    para = "The appliance {} keeps daily snapshots for thirty days in the vault. " * 4
+    doc = "\n\n".join(para.replace("{}", n).strip() for n in "ABCDE")
     ctx = ctx_with(doc, make_client(model_server, max_concurrency=3))
     pieces = split("PROPOSITION", doc, ctx, max_input_chars_per_batch=600)
     calls = model_server.calls()
