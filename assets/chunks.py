@@ -39,7 +39,19 @@ from corpus_pipeline.store import schemas, versions
 from corpus_pipeline.store.layout import Layout
 from resources import CorpusResource, LLMResource
 from resources.batch_io import STAGED_LAZILY, StagedBatch, remove_staging
+from resources.io_manager import LAZY, READ
 from resources.metadata import table_metadata
+
+# What each step reads of its inputs (``resources.io_manager.READ``): a plan and a merge
+# the key columns (and the texts the checks compare spans with), a batch its documents' rows
+# only (``LAZY``: a dataset it filters); no step reads every document's blocks.
+_TEXT_KEYS = ["doc_id", "status", "content_hash", "path"]
+_PARENT_KEYS = ["doc_id", "parent_index", "parent_id"]
+_PARENT_SPANS = [*_PARENT_KEYS, "start_offset", "end_offset", "overlap_chars", "derived"]  # the child checks'
+
+
+def _reads(**tables: object) -> In:
+    return In(metadata={READ: tables})
 
 
 def _check_outputs(asset: str) -> list[str]:
@@ -83,7 +95,7 @@ def _chunk_batches(
         yield DynamicOutput(part, mapping_key=f"b{i}")
 
 
-@op(out=DynamicOut(io_manager_key=BATCH_IO))
+@op(out=DynamicOut(io_manager_key=BATCH_IO), ins={"parsed_blocks": _reads(texts=_TEXT_KEYS)})
 def parents_plan(
     context: OpExecutionContext, corpus: CorpusResource, llm: LLMResource, parsed_blocks: dict[str, pa.Table]
 ) -> Iterator[DynamicOutput[list[str]]]:
@@ -93,12 +105,17 @@ def parents_plan(
     yield from _chunk_batches(context, corpus, work, len(work.order))
 
 
-@op(out=Out(io_manager_key=BATCH_IO), retry_policy=BATCH_RETRY, pool="llm")
+@op(
+    out=Out(io_manager_key=BATCH_IO),
+    retry_policy=BATCH_RETRY,
+    pool="llm",
+    ins={"parsed_blocks": _reads(texts=LAZY, blocks=LAZY)},
+)
 def parents_batch(
     context: OpExecutionContext,
     corpus: CorpusResource,
     llm: LLMResource,
-    parsed_blocks: dict[str, pa.Table],
+    parsed_blocks: dict[str, pads.Dataset],
     doc_ids: list[str],
 ) -> StageResult:
     """The parents of one batch of documents, each by its plan; a failure of the step is
@@ -109,7 +126,10 @@ def parents_batch(
         return indexing.parent_batch(kb, version, parsed_blocks, doc_ids, tools, progress=progress_log(context))
 
 
-@op(out={"result": Out(), **{n: Out() for n in _check_outputs("parent_blocks")}})
+@op(
+    out={"result": Out(), **{n: Out() for n in _check_outputs("parent_blocks")}},
+    ins={"parsed_blocks": _reads(texts=[*_TEXT_KEYS, "text"])},
+)
 def parents_merge(
     context: OpExecutionContext,
     corpus: CorpusResource,
@@ -156,13 +176,16 @@ def parent_blocks(parsed_blocks: dict[str, pa.Table]) -> Any:
     return parents_merge(parsed_blocks, todo.map(lambda ids: parents_batch(parsed_blocks, ids)).collect())
 
 
-@op(out=DynamicOut(io_manager_key=BATCH_IO))
+@op(
+    out=DynamicOut(io_manager_key=BATCH_IO),
+    ins={"parent_blocks": _reads(data=_PARENT_KEYS), "parsed_blocks": _reads(texts=_TEXT_KEYS, blocks=LAZY)},
+)
 def children_plan(
     context: OpExecutionContext,
     corpus: CorpusResource,
     llm: LLMResource,
     parent_blocks: pa.Table,
-    parsed_blocks: dict[str, pa.Table],
+    parsed_blocks: dict[str, Any],
     image_descriptions: pa.Table,
 ) -> Iterator[DynamicOutput[list[str]]]:
     """The documents whose children must be built (parents or images changed, or waiting
@@ -174,13 +197,18 @@ def children_plan(
     yield from _chunk_batches(context, corpus, work, len(work.order))
 
 
-@op(out=Out(io_manager_key=BATCH_IO), retry_policy=BATCH_RETRY, pool="llm")
+@op(
+    out=Out(io_manager_key=BATCH_IO),
+    retry_policy=BATCH_RETRY,
+    pool="llm",
+    ins={"parent_blocks": _reads(data=LAZY), "parsed_blocks": _reads(texts=LAZY, blocks=LAZY)},
+)
 def children_batch(
     context: OpExecutionContext,
     corpus: CorpusResource,
     llm: LLMResource,
-    parent_blocks: pa.Table,
-    parsed_blocks: dict[str, pa.Table],
+    parent_blocks: pads.Dataset,
+    parsed_blocks: dict[str, pads.Dataset],
     image_descriptions: pa.Table,
     doc_ids: list[str],
 ) -> StageResult:
@@ -195,13 +223,19 @@ def children_batch(
         )
 
 
-@op(out={"result": Out(), **{n: Out() for n in _check_outputs("child_chunks")}})
+@op(
+    out={"result": Out(), **{n: Out() for n in _check_outputs("child_chunks")}},
+    ins={
+        "parent_blocks": _reads(data=_PARENT_SPANS),
+        "parsed_blocks": _reads(texts=[*_TEXT_KEYS, "text"], blocks=LAZY),
+    },
+)
 def children_merge(
     context: OpExecutionContext,
     corpus: CorpusResource,
     llm: LLMResource,
     parent_blocks: pa.Table,
-    parsed_blocks: dict[str, pa.Table],
+    parsed_blocks: dict[str, Any],
     image_descriptions: pa.Table,
     parts: list[StageResult],
 ) -> Iterator[Output[StageResult] | AssetCheckResult]:

@@ -25,11 +25,22 @@ from upath import UPath
 
 from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.parquet import dataset, read_manifest, read_partition, read_table, write_partition
+from corpus_pipeline.store.parquet import (
+    DEFAULT_NAME,
+    dataset,
+    read_manifest,
+    read_partition,
+    read_table,
+    write_partition,
+)
 from resources.metadata import column_schema
 
-#: The key of an input's metadata that names the tables (and columns) it reads.
+#: The key of an input's metadata that names the tables (and columns) it reads:
+#: ``{table: None (every column) | [columns] | LAZY}``; ``data`` names a one-table partition's.
 READ = "corpus/read"
+#: A table ``READ`` names with this value is handed as a ``pyarrow.dataset.Dataset``, nothing
+#: read yet: a batch step reads only its documents' rows (``indexing.rows.of_docs``).
+LAZY = "lazy"
 
 
 def partition_folder(layout: Layout, asset: str, key: str | MultiPartitionKey) -> UPath:
@@ -101,8 +112,9 @@ class PartitionedParquetIOManager(ConfigurableIOManager):
 
     def load_input(self, context: InputContext) -> Any:
         """The partition's tables; an input whose definition says ``READ`` in its metadata
-        (``{table: [columns] or None}``) gets only those tables (and columns): a step that
-        needs a partition's images is not handed every document's text. An input annotated
+        (``{table: [columns] or None or LAZY}``) gets only those tables (and columns, or the
+        table as a dataset): a step that needs a partition's images is not handed every
+        document's text, a batch reads its documents' rows only. An input annotated
         ``pyarrow.dataset.Dataset`` gets the partition's table as a dataset, nothing read yet:
         a step that streams it (``search_index``) never holds it whole."""
         folder = self._path(context)
@@ -111,4 +123,10 @@ class PartitionedParquetIOManager(ConfigurableIOManager):
         wanted = (context.definition_metadata or {}).get(READ)
         if not wanted:
             return read_partition(folder)
-        return {name: read_table(folder, name, **({"columns": cols} if cols else {})) for name, cols in wanted.items()}
+        out = {
+            name: dataset(folder, name)
+            if cols == LAZY
+            else read_table(folder, name, **({"columns": cols} if cols else {}))
+            for name, cols in wanted.items()
+        }
+        return out[DEFAULT_NAME] if list(out) == [DEFAULT_NAME] else out

@@ -210,3 +210,27 @@ def test_the_parse_plan_reads_only_the_reuse_columns_of_the_previous_parse(tmp_p
     for f in folder.glob("texts-*.parquet"):
         f.write_bytes(b"not parquet")
     assert indexing.previous_parse_state(folder) is None
+
+
+def test_a_batch_reading_datasets_builds_what_it_builds_from_tables(tmp_path):
+    """A batch step gets ``parsed_blocks`` and ``parent_blocks`` as datasets and reads only
+    its documents' rows (``rows.of_docs``): its parents and children are those it builds
+    from the whole tables, for documents spread over several files."""
+    from corpus_pipeline.store.parquet import dataset, write_partition
+
+    d = tmp_path / "kb"
+    d.mkdir()
+    for i in range(8):
+        (d / f"doc-{i}.md").write_text(STRUCTURED.replace("AES-256", f"cipher-{i}") * (1 + i % 2))
+    kb, version, _docs, parsed, parents, _children = _build(d)
+    write_partition(tmp_path / "parsed", parsed, docs_per_file=2)
+    write_partition(tmp_path / "parents", parents, docs_per_file=2)
+    lazy = {name: dataset(tmp_path / "parsed", name) for name in ("texts", "blocks")}
+    assert len(lazy["blocks"].files) > 1
+    ids = rows.strings(parsed["texts"], "doc_id")[1::3]
+    eager = indexing.parent_batch(kb, version, parsed, ids, _tools(kb)).tables
+    got = indexing.parent_batch(kb, version, lazy, ids, _tools(kb))
+    assert eager.num_rows and got.tables.equals(eager) and got.stats.documents == len(ids) == 3
+    kids = indexing.child_batch(kb, version, parents, parsed, {}, ids, _tools(kb)).tables
+    from_files = indexing.child_batch(kb, version, dataset(tmp_path / "parents"), lazy, {}, ids, _tools(kb))
+    assert kids.num_rows and from_files.tables.equals(kids) and from_files.stats.documents == len(ids)

@@ -12,11 +12,12 @@ fallbacks that may pass (``llm_retry``) is chunked again once an LLM client is t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset as pads
 
 from corpus_pipeline.chunking.context import ContextFactory
 from corpus_pipeline.chunking.document import SourceDocument, chunk_children, chunk_parents, doc_fingerprint
@@ -29,13 +30,18 @@ from corpus_pipeline.models import IMAGE_CHUNK_TYPES, Block, Chunk, DocStatus, D
 from corpus_pipeline.progress import ProgressFn, no_progress
 from corpus_pipeline.store import schemas
 
+#: ``parsed_blocks`` as a stage gets it: its tables (``texts``, ``blocks``), each read whole,
+#: in some columns, or as a dataset a batch reads its documents' rows of (``rows.of_docs``).
+Parsed = Mapping[str, pa.Table | pads.Dataset]
+
 
 def source_document(kb: KnowledgeBase, version: str, text: DocumentText, blocks: Sequence[Block]) -> SourceDocument:
     return SourceDocument(kb.name, version, text.doc_id, text.path, text.format, text.content_hash, text.text, blocks)
 
 
-def image_pieces_by_doc(descriptions: pa.Table | None, parsed: dict[str, pa.Table]) -> dict[str, list[Piece]]:
-    """IMAGE / TABLE_IMAGE pieces per document, placed at their image block."""
+def image_pieces_by_doc(descriptions: pa.Table | None, parsed: Parsed) -> dict[str, list[Piece]]:
+    """IMAGE / TABLE_IMAGE pieces per document, placed at their image block (the blocks of
+    the documents with images only are read)."""
     from corpus_pipeline.vision import image_pieces
 
     if descriptions is None or descriptions.num_rows == 0:
@@ -135,7 +141,7 @@ def children_to_build(
 def parent_batch(
     kb: KnowledgeBase,
     version: str,
-    parsed: dict[str, pa.Table],
+    parsed: Parsed,
     doc_ids: Sequence[str],
     tools: ContextFactory,
     *,
@@ -145,6 +151,7 @@ def parent_batch(
     plan (an override's or the KB's), a group of documents at a time; ``progress`` is told
     after each document (``parents``, done, total, ``documents``)."""
     parts, stats, done = [], ChunkStats(), 0
+    parsed = rows.narrowed(parsed, doc_ids)
     for group in rows.groups(doc_ids):
         blocks = blocks_by_doc(parsed["blocks"], group)
         new_rows: list[dict[str, Any]] = []
@@ -168,8 +175,8 @@ def parent_batch(
 def child_batch(
     kb: KnowledgeBase,
     version: str,
-    parents: pa.Table,
-    parsed: dict[str, pa.Table],
+    parents: pa.Table | pads.Dataset,
+    parsed: Parsed,
     image_pieces: dict[str, list[Piece]],
     doc_ids: Sequence[str],
     tools: ContextFactory,
@@ -180,6 +187,8 @@ def child_batch(
     pipeline over each parent, with the document's image chunks; ``progress`` is told after
     each document (``children``, done, total, ``documents``)."""
     parts, stats, done = [], ChunkStats(), 0
+    parsed = rows.narrowed(parsed, doc_ids)
+    parents = rows.narrowed({"parents": parents}, doc_ids)["parents"]
     for group in rows.groups(doc_ids):
         texts = {t.doc_id: t for t in ok_texts(parsed, group)}
         blocks = blocks_by_doc(parsed["blocks"], group)

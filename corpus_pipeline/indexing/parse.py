@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset as pads
 from upath import UPath
 
 from corpus_pipeline.errors import StoreError
@@ -219,20 +220,21 @@ def parse_documents(
     return result
 
 
-def blocks_by_doc(blocks: pa.Table, doc_ids: Collection[str] | None = None) -> dict[str, list[Block]]:
-    """The parsed blocks of every document (of ``doc_ids`` only, when given), in reading
-    order."""
+def blocks_by_doc(blocks: pa.Table | pads.Dataset, doc_ids: Collection[str] | None = None) -> dict[str, list[Block]]:
+    """The parsed blocks of every document (of ``doc_ids`` only, when given: of a dataset,
+    only theirs are read), in reading order."""
     out: dict[str, list[Block]] = {}
-    for b in schemas.from_table(blocks if doc_ids is None else rows.of_docs(blocks, doc_ids), Block):
+    for b in schemas.from_table(rows.whole(blocks) if doc_ids is None else rows.of_docs(blocks, doc_ids), Block):
         out.setdefault(b.doc_id, []).append(b)
     for bl in out.values():
         bl.sort(key=lambda b: b.block_index)
     return out
 
 
-def ok_texts(parsed: dict[str, pa.Table], doc_ids: Collection[str] | None = None) -> list[DocumentText]:
-    """The documents that parsed (of ``doc_ids`` only, when given), with their canonical
-    text, in table order."""
-    texts = parsed["texts"]
-    texts = rows.where_equal(texts, "status", DocStatus.OK.value)
-    return schemas.from_table(texts if doc_ids is None else rows.of_docs(texts, doc_ids), DocumentText)
+def ok_texts(
+    parsed: Mapping[str, pa.Table | pads.Dataset], doc_ids: Collection[str] | None = None
+) -> list[DocumentText]:
+    """The documents that parsed (of ``doc_ids`` only, when given: of a dataset, only theirs
+    are read), with their canonical text, in table order."""
+    texts = rows.whole(parsed["texts"]) if doc_ids is None else rows.of_docs(parsed["texts"], doc_ids)
+    return schemas.from_table(rows.where_equal(texts, "status", DocStatus.OK.value), DocumentText)

@@ -9,11 +9,12 @@ one-document change costs one document's work plus a few column scans, not the K
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 
 _RANK = "__doc_rank"
 #: Documents a stage turns into Python records at a time (then into Arrow): what it holds
@@ -73,11 +74,45 @@ def docs_containing(table: pa.Table | None, column: str, needle: str) -> set[str
     return set(strings(table.filter(hit), "doc_id"))
 
 
-def of_docs(table: pa.Table, doc_ids: Collection[str]) -> pa.Table:
-    """The rows of ``table`` whose ``doc_id`` is in ``doc_ids`` (table order kept)."""
+def of_docs(table: pa.Table | pads.Dataset, doc_ids: Collection[str]) -> pa.Table:
+    """The rows of ``table`` whose ``doc_id`` is in ``doc_ids`` (table order kept). Of a
+    dataset (a partition not read yet) only those rows are read."""
+    ids = pa.array(list(doc_ids), pa.string())
+    if isinstance(table, pads.Dataset):
+        return _dataset_rows(table, ids)
     if not doc_ids or table.num_rows == 0:
         return table.slice(0, 0)
-    return table.filter(pc.is_in(table.column("doc_id"), value_set=pa.array(list(doc_ids), pa.string())))
+    return table.filter(pc.is_in(table.column("doc_id"), value_set=ids))
+
+
+def _dataset_rows(ds: pads.Dataset, ids: pa.Array[Any]) -> pa.Table:
+    """The rows of a partition's dataset whose ``doc_id`` is in ``ids``: the files holding
+    none are found from their ``doc_id`` column alone and not read further (a batch's
+    documents are a run of the partition's order, so they sit in a few of its files)."""
+    if len(ids) == 0 or not isinstance(ds, pads.FileSystemDataset):
+        return ds.schema.empty_table() if len(ids) == 0 else ds.to_table(filter=pc.field("doc_id").isin(ids))
+    hits = [
+        frag
+        for frag in ds.get_fragments()
+        if pc.any(pc.is_in(frag.to_table(columns=["doc_id"]).column("doc_id"), value_set=ids)).as_py()
+    ]
+    if not hits:
+        return ds.schema.empty_table()
+    found = pads.FileSystemDataset(hits, ds.schema, ds.format, ds.filesystem)
+    return found.to_table(filter=pc.field("doc_id").isin(ids))
+
+
+def narrowed(
+    tables: Mapping[str, pa.Table | pads.Dataset], doc_ids: Collection[str]
+) -> dict[str, pa.Table | pads.Dataset]:
+    """``tables`` with each dataset read for ``doc_ids`` only (one scan each: a batch's rows,
+    which its groups of documents then slice); tables as they are."""
+    return {k: of_docs(t, doc_ids) if isinstance(t, pads.Dataset) else t for k, t in tables.items()}
+
+
+def whole(table: pa.Table | pads.Dataset) -> pa.Table:
+    """``table``, read if it is a dataset."""
+    return table.to_table() if isinstance(table, pads.Dataset) else table
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

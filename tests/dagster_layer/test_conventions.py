@@ -136,6 +136,60 @@ def test_an_input_reads_only_the_tables_and_columns_it_declares(tmp_path):
         assert got["images"].equals(images) and got["texts"].column_names == ["doc_id", "path", "content_hash"]
 
 
+def test_no_chunk_step_reads_every_documents_blocks(tmp_path):
+    """The chunk stages' plans and merges read key columns (and the texts their checks
+    compare spans with); their batches get datasets and read their documents' rows only
+    (``indexing.rows.of_docs``); none reads the blocks of every document."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+    from dagster import build_input_context
+
+    from assets.chunks import (
+        children_batch,
+        children_merge,
+        children_plan,
+        parents_batch,
+        parents_merge,
+        parents_plan,
+    )
+    from corpus_pipeline.store.parquet import write_partition
+    from resources import PartitionedParquetIOManager
+    from resources.io_manager import READ
+
+    layout = Layout(tmp_path)
+    texts = pa.table(
+        {"doc_id": ["d1"], "status": ["OK"], "content_hash": ["h"], "path": ["a.md"], "text": ["the whole text"]}
+    )
+    blocks = pa.table({"doc_id": ["d1"], "text": ["a block"]})
+    write_partition(layout.partition_dir("parsed_blocks", "kb1"), {"texts": texts, "blocks": blocks})
+    parents = pa.table(
+        {
+            "doc_id": ["d1"], "parent_index": [0], "parent_id": ["p1"], "start_offset": [0], "end_offset": [5],
+            "overlap_chars": [0], "derived": [False], "text": ["whole"],
+        }
+    )  # fmt: skip
+    write_partition(layout.partition_dir("parent_blocks", "kb1", "v1"), parents)
+    manager = PartitionedParquetIOManager(home=str(tmp_path))
+
+    def load(asset: str, key: str, op_def) -> object:
+        meta = op_def.ins[asset].metadata
+        assert READ in meta, (op_def.name, asset)
+        return manager.load_input(build_input_context(asset_key=asset, partition_key=key, definition_metadata=meta))
+
+    for op_def in (parents_plan, parents_merge, children_plan, children_merge):
+        got = load("parsed_blocks", "kb1", op_def)
+        assert isinstance(got["texts"], pa.Table) and "content_hash" in got["texts"].column_names
+        assert ("text" in got["texts"].column_names) == op_def.name.endswith("merge")  # the span checks
+        assert "blocks" not in got or isinstance(got["blocks"], pads.Dataset)
+    for op_def in (parents_batch, children_batch):
+        got = load("parsed_blocks", "kb1", op_def)
+        assert all(isinstance(t, pads.Dataset) for t in got.values()) and set(got) == {"texts", "blocks"}
+    for op_def in (children_plan, children_merge):
+        got = load("parent_blocks", "kb1|v1", op_def)
+        assert isinstance(got, pa.Table) and "text" not in got.column_names and "parent_id" in got.column_names
+    assert isinstance(load("parent_blocks", "kb1|v1", children_batch), pads.Dataset)
+
+
 def test_the_search_index_step_gets_its_inputs_as_datasets_not_tables(tmp_path):
     """``search_index`` streams its inputs (``indexing.publish.PartitionInput``): the IO
     manager hands an input annotated ``pyarrow.dataset.Dataset`` the partition's files,
