@@ -66,14 +66,22 @@ def _metadata(result: StageResult, rows: int) -> dict[str, Any]:
     return meta
 
 
+#: What a chunk stage's plan reads of its previous output: the columns that decide reuse.
+_PREVIOUS_KEYS = {
+    "parent_blocks": ["doc_id", "content_hash", "doc_path", "metadata"],
+    "child_chunks": ["doc_id", "doc_fingerprint", "metadata"],
+}
+
+
 def _chunk_work(
-    asset: str, corpus: CorpusResource, llm: LLMResource, partition_key: str, **inputs: Any
+    asset: str, corpus: CorpusResource, llm: LLMResource, partition_key: str, *, plan: bool = False, **inputs: Any
 ) -> tuple[Any, str, Any, indexing.ChunkWork]:
     """(kb, version, previous output, work) of a chunk stage's partition: which documents
-    keep their rows and which its batches chunk (the plan and the merge compute the same)."""
+    keep their rows and which its batches chunk (the plan and the merge compute the same;
+    the ``plan`` reads only the previous output's key columns, the merge all its rows)."""
     kb_name, version = split_key(partition_key)
     kb = corpus.kb_at_version(kb_name, version)
-    previous = corpus.previous(asset, kb_name, version)
+    previous = corpus.previous(asset, kb_name, version, columns=_PREVIOUS_KEYS[asset] if plan else None)
     with corpus.tools(kb, llm.defaults()) as tools:
         has_llm = tools.llm is not None
     if asset == "parent_blocks":
@@ -101,7 +109,9 @@ def parents_plan(
 ) -> Iterator[DynamicOutput[list[str]]]:
     """The documents whose parents must be built (new, changed, or waiting for an LLM),
     cut into batches (``indexing.batches``): one step each."""
-    _kb, _v, _prev, work = _chunk_work("parent_blocks", corpus, llm, context.partition_key, parsed_blocks=parsed_blocks)
+    _kb, _v, _prev, work = _chunk_work(
+        "parent_blocks", corpus, llm, context.partition_key, plan=True, parsed_blocks=parsed_blocks
+    )
     yield from _chunk_batches(context, corpus, work, len(work.order))
 
 
@@ -191,7 +201,7 @@ def children_plan(
     """The documents whose children must be built (parents or images changed, or waiting
     for an LLM), cut into batches: one step each."""
     _kb, _v, _prev, work = _chunk_work(
-        "child_chunks", corpus, llm, context.partition_key,
+        "child_chunks", corpus, llm, context.partition_key, plan=True,
         parent_blocks=parent_blocks, parsed_blocks=parsed_blocks, image_descriptions=image_descriptions,
     )  # fmt: skip
     yield from _chunk_batches(context, corpus, work, len(work.order))

@@ -56,13 +56,18 @@ class CorpusResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagste
         kb.yaml still yields the version (``build_kb``)."""
         return build_kb(self.layout, name, version)
 
-    def previous(self, asset: str, kb: str, version: str | None = None) -> Any:
-        """The last materialized output of a partition, or None (first run, or unreadable)."""
+    def previous(self, asset: str, kb: str, version: str | None = None, columns: list[str] | None = None) -> Any:
+        """The last materialized output of a partition, or None (first run, or unreadable);
+        with ``columns``, only those it has (a plan's keys, not every row's text)."""
         from corpus_pipeline.errors import StoreError
-        from corpus_pipeline.store.parquet import read_partition
+        from corpus_pipeline.store.parquet import dataset, read_partition
 
+        folder = self.layout.partition_dir(asset, kb, version)
         try:
-            return read_partition(self.layout.partition_dir(asset, kb, version))
+            if columns is None:
+                return read_partition(folder)
+            ds = dataset(folder)
+            return ds.to_table(columns=[c for c in columns if c in ds.schema.names])
         except (StoreError, OSError, ValueError):
             return None
 

@@ -190,6 +190,24 @@ def test_no_chunk_step_reads_every_documents_blocks(tmp_path):
     assert isinstance(load("parent_blocks", "kb1|v1", children_batch), pads.Dataset)
 
 
+def test_a_chunk_plan_reads_only_the_reuse_keys_of_the_previous_output(tmp_path):
+    """The plans decide reuse from a few columns of the previous output (``_PREVIOUS_KEYS``),
+    not every chunk's text; a column an older partition lacks is left out, not an error."""
+    import pyarrow as pa
+
+    from assets.chunks import _PREVIOUS_KEYS
+    from corpus_pipeline.store.parquet import write_partition
+    from resources import CorpusResource
+
+    corpus = CorpusResource(home=str(tmp_path))
+    assert corpus.previous("child_chunks", "kb1", "v1", columns=["doc_id"]) is None  # never written
+    old = pa.table({"doc_id": ["d1"], "metadata": ["{}"], "text": ["a long chunk text"]})  # no doc_fingerprint
+    write_partition(Layout(tmp_path).partition_dir("child_chunks", "kb1", "v1"), old)
+    keys = corpus.previous("child_chunks", "kb1", "v1", columns=_PREVIOUS_KEYS["child_chunks"])
+    assert keys.column_names == ["doc_id", "metadata"]
+    assert corpus.previous("child_chunks", "kb1", "v1").equals(old)
+
+
 def test_the_search_index_step_gets_its_inputs_as_datasets_not_tables(tmp_path):
     """``search_index`` streams its inputs (``indexing.publish.PartitionInput``): the IO
     manager hands an input annotated ``pyarrow.dataset.Dataset`` the partition's files,
