@@ -188,7 +188,7 @@ def child_batch(
     each document (``children``, done, total, ``documents``)."""
     parts, stats, done = [], ChunkStats(), 0
     parsed = rows.narrowed(parsed, doc_ids)
-    parents = rows.narrowed({"parents": parents}, doc_ids)["parents"]
+    parents = rows.narrow(parents, doc_ids)
     for group in rows.groups(doc_ids):
         texts = {t.doc_id: t for t in ok_texts(parsed, group)}
         blocks = blocks_by_doc(parsed["blocks"], group)

@@ -107,7 +107,12 @@ def narrowed(
 ) -> dict[str, pa.Table | pads.Dataset]:
     """``tables`` with each dataset read for ``doc_ids`` only (one scan each: a batch's rows,
     which its groups of documents then slice); tables as they are."""
-    return {k: of_docs(t, doc_ids) if isinstance(t, pads.Dataset) else t for k, t in tables.items()}
+    return {k: narrow(t, doc_ids) for k, t in tables.items()}
+
+
+def narrow(table: pa.Table | pads.Dataset, doc_ids: Collection[str]) -> pa.Table:
+    """A dataset's rows of ``doc_ids`` (one scan); a table as it is."""
+    return of_docs(table, doc_ids) if isinstance(table, pads.Dataset) else table
 
 
 def whole(table: pa.Table | pads.Dataset) -> pa.Table:

@@ -4,9 +4,9 @@ pyarrow's default pool on Linux is mimalloc, which keeps the pages a step freed 
 allocation instead of returning them: in one process that runs step after step (a serial
 ``corpus index``, a worker), the resident size only grows, and the peak of a late step (the
 chunk merges, the search table's write) stands on everything the earlier ones read. Arrow's
-jemalloc pool returns freed pages to the system at once (its decay is 0): on a 5,000-document
-KB the serial index's peak RSS went from 1,525 MB (mimalloc) to 1,040 MB (jemalloc), with
-the system allocator between (1,245 MB); see ``benchmarks/scale/RESULTS.md``.
+jemalloc pool returns freed pages to the system within about a second (its decay): on a
+5,000-document KB the serial index's peak RSS went from 1,525 MB (mimalloc) to 1,040–1,269 MB
+(jemalloc, three runs), the system allocator at 1,245 MB; see ``benchmarks/scale/RESULTS.md``.
 
 ``use_returning_pool`` is called by the entry points only (the ``corpus`` CLI and the Dagster
 code location, which step processes and workers import): an application that imports
