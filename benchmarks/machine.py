@@ -20,6 +20,20 @@ def cpu_model() -> str:
     return _proc_field("/proc/cpuinfo", "model name") or "unknown"
 
 
+#: The instruction sets that decide how fast a model runs on the CPU (torch's and ONNX Runtime's
+#: kernels pick by them, so the torch : ONNX ratio differs between hosts of the same "AMD EPYC").
+SIMD_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+
+
+def cpu_features() -> str:
+    """The ``SIMD_FLAGS`` this CPU has, as ``/proc/cpuinfo`` lists them ("unknown" elsewhere)."""
+    flags = _proc_field("/proc/cpuinfo", "flags")
+    if flags is None:
+        return "unknown"
+    have = set(flags.split())
+    return " ".join(f for f in SIMD_FLAGS if f in have) or "none of " + " ".join(SIMD_FLAGS)
+
+
 def ram_gib() -> str:
     kb = _proc_field("/proc/meminfo", "MemTotal")
     return f"{int(kb.split()[0]) / 1048576:.1f} GiB" if kb else "unknown"
