@@ -89,15 +89,27 @@ def export_times() -> dict[str, float]:
 # ------------------------------------------------------------------------------ index share
 
 
-def make_kb(corpus: Path, kb: Path, n_docs: int) -> dict[str, int]:
-    """``n_docs`` markdown files, half English and half Chinese (the smallest ones first over 2 kB,
-    in name order), copied into ``kb``."""
-    kb.mkdir(parents=True)
+def pick_docs(corpus: Path, n_docs: int) -> list[Path]:
+    """``n_docs`` markdown files of ``corpus``, half English and half Chinese (the smallest ones
+    first over 2 kB, in name order); exits naming the folder if it has too few."""
     chosen: list[Path] = []
     for lang in ("en", "zh"):
         files = sorted(p for p in (corpus / lang).rglob("*.md") if p.stat().st_size > 2000)
         files.sort(key=lambda p: (p.stat().st_size > 12000, str(p)))
-        chosen += files[: n_docs // 2 if lang == "en" else n_docs - n_docs // 2]
+        want = n_docs // 2 if lang == "en" else n_docs - n_docs // 2
+        if len(files) < want:
+            raise SystemExit(
+                f"--index-docs {n_docs}: {corpus / lang} has {len(files)} markdown files over 2 kB, {want} are needed "
+                "(pass --corpus FOLDER with en/ and zh/ inside, e.g. ../shared/corpora/markdown-5mb, or --index-docs 0)"
+            )
+        chosen += files[:want]
+    return chosen
+
+
+def make_kb(corpus: Path, kb: Path, n_docs: int) -> dict[str, int]:
+    """The ``pick_docs`` files copied into ``kb``."""
+    kb.mkdir(parents=True)
+    chosen = pick_docs(corpus, n_docs)
     for i, p in enumerate(chosen):
         shutil.copyfile(p, kb / f"{i:03d}-{p.parent.name}-{p.name}")
     return {"docs": len(chosen), "chars": sum(len(p.read_text(encoding="utf-8")) for p in chosen)}
@@ -161,6 +173,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     load_start = os.getloadavg()
     cmrc_root, covid_root = args.benchmarks / "cmrc2018-trial-zh", args.benchmarks / "covid-qa-en"
     qsets = [load_cmrc(cmrc_root, args.questions, None), load_covid(covid_root, args.questions, args.covid_docs)]
+    if args.index_docs:
+        pick_docs(args.corpus, args.index_docs)  # before the long part: a missing corpus is refused at once
     result: dict[str, Any] = {
         "date": dt.date.today().isoformat(),
         "machine": f"{cpu_model()} ({cpu_features()}), {os.cpu_count()} cores, {ram_gib()}, "
