@@ -27,7 +27,6 @@ import datetime as dt
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +46,7 @@ from benchmarks.embedders.run import (
     speed_passages,
 )
 from benchmarks.machine import cpu_features, cpu_model, ram_gib
+from benchmarks.steps import step_seconds
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -115,9 +115,6 @@ def make_kb(corpus: Path, kb: Path, n_docs: int) -> dict[str, int]:
     return {"docs": len(chosen), "chars": sum(len(p.read_text(encoding="utf-8")) for p in chosen)}
 
 
-_STEP = re.compile(r"^\s*✓\s+(\S+)\s+.*?\s([\d.]+)s\s*$")
-
-
 def index_once(backend: str, corpus: Path, n_docs: int) -> dict[str, Any]:
     """``corpus index --json`` of a fresh KB in a fresh CORPUS_HOME with ``embedding.backend``."""
     with tempfile.TemporaryDirectory(prefix="bench-onnx-") as tmp:
@@ -133,11 +130,7 @@ def index_once(backend: str, corpus: Path, n_docs: int) -> dict[str, Any]:
         wall = time.perf_counter() - t0
     if res.returncode != 0:
         raise RuntimeError(f"corpus index ({backend}) failed: {res.stderr[-2000:]}{res.stdout[-2000:]}")
-    steps: dict[str, float] = {}
-    for line in res.stderr.splitlines():
-        m = _STEP.match(line)
-        if m:
-            steps[m.group(1)] = steps.get(m.group(1), 0.0) + float(m.group(2))
+    steps = step_seconds(res.stderr)
     summary = json.loads(res.stdout)
     embed_s = sum(v for k, v in steps.items() if "embed" in k)
     total_steps = sum(steps.values())

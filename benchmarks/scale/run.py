@@ -52,6 +52,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.steps import step_seconds
+
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO.parent / "shared" / "corpora" / "markdown-5mb"
 KB = "scale"
@@ -177,16 +179,19 @@ def _env(home: Path, tree: Path) -> dict[str, str]:
     return env
 
 
-def corpus_index(home: Path, workers: int, tree: Path = REPO) -> tuple[float, tuple[float, float], dict[str, Any]]:
+def corpus_index(
+    home: Path, workers: int, tree: Path = REPO
+) -> tuple[float, tuple[float, float], dict[str, Any], dict[str, float]]:
     """``corpus index --workers N --json`` in ``home`` with ``tree``'s code: (seconds, (peak
-    RSS MB, peak PSS MB), summary)."""
+    RSS MB, peak PSS MB), summary, seconds per step as it printed them)."""
     env = _env(home, tree)
     env["SCALE_BENCH_KEY"] = "local"
     for var in ("OPENAI_BASE_URL", "CORPUS_VISION_MODEL"):
         env.pop(var, None)
     cmd = [str(Path(sys.executable).parent / "corpus"), "index", "--kb", KB, "--workers", str(workers), "--json"]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    log = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 - read back below
+    proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.PIPE, stderr=log, text=True)
     peak = [0, 0]
     done = threading.Event()
 
@@ -202,9 +207,12 @@ def corpus_index(home: Path, workers: int, tree: Path = REPO) -> tuple[float, tu
     seconds = time.monotonic() - t0
     done.set()
     sampler.join()
+    log.seek(0)
+    stderr = log.read()
+    log.close()
     if proc.returncode != 0:
-        raise RuntimeError(f"corpus index failed ({proc.returncode}) in {home}: {out[-2000:]}")
-    return seconds, (peak[0] / 2**20, peak[1] / 2**20), json.loads(out)[0]
+        raise RuntimeError(f"corpus index failed ({proc.returncode}) in {home}: {stderr[-2000:]}{out[-2000:]}")
+    return seconds, (peak[0] / 2**20, peak[1] / 2**20), json.loads(out)[0], step_seconds(stderr)
 
 
 def edit_one(home: Path) -> None:
@@ -286,7 +294,7 @@ def run_size(
         mine = []
         for w, home in homes.items():
             make_kb(home, n_docs, seed, model)
-            secs, peak, summary = corpus_index(home, w, tree)
+            secs, peak, summary, _steps = corpus_index(home, w, tree)
             mine.append(
                 Row(
                     n_docs,
@@ -307,11 +315,13 @@ def run_size(
             )
         serial = mine[0]
         edit_one(homes[1])
-        secs, _peak, summary = corpus_index(homes[1], 1, tree)
+        secs, _peak, summary, steps = corpus_index(homes[1], 1, tree)
         serial.edit_seconds, serial.edit_share = round(secs, 1), round(secs / serial.seconds, 4)
+        top = ", ".join(f"{k} {v:.1f}" for k, v in sorted(steps.items(), key=lambda kv: -kv[1])[:5])
         serial.notes.append(
             f"{label + ': ' if label else ''}edit: {summary['documents_parsed']} parsed, "
-            f"{summary['embedded']} embedded, {written_by_edit(homes[1])}"
+            f"{summary['embedded']} embedded, {written_by_edit(homes[1])}; its steps took "
+            f"{sum(steps.values()):.1f} s of the {secs:.1f} s (the rest: start-up, Dagster's run), most: {top}"
         )
         serial.search_p50_ms, serial.search_p95_ms = (round(x, 1) for x in search_latency(homes[1], tree=tree))
         if model:
