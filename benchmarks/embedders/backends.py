@@ -45,7 +45,7 @@ from benchmarks.embedders.run import (
     measure_speed,
     speed_passages,
 )
-from benchmarks.machine import cpu_features, cpu_model, ram_gib
+from benchmarks.machine import cpu_model, ram_gib
 from benchmarks.steps import step_seconds
 
 HERE = Path(__file__).resolve().parent
@@ -170,8 +170,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         pick_docs(args.corpus, args.index_docs)  # before the long part: a missing corpus is refused at once
     result: dict[str, Any] = {
         "date": dt.date.today().isoformat(),
-        "machine": f"{cpu_model()} ({cpu_features()}), {os.cpu_count()} cores, {ram_gib()}, "
-        f"{platform.system()} {platform.release()}",
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores, {ram_gib()}, {platform.system()} {platform.release()}",
         "python": platform.python_version(),
         "command": "python -m benchmarks.embedders " + " ".join(sys.argv[1:]),
         "load_average_start": [round(x, 1) for x in load_start],
