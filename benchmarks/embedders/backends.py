@@ -171,6 +171,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {
         "date": dt.date.today().isoformat(),
         "machine": f"{cpu_model()}, {os.cpu_count()} cores, {ram_gib()}, {platform.system()} {platform.release()}",
+        "cores": os.cpu_count(),
         "python": platform.python_version(),
         "command": "python -m benchmarks.embedders " + " ".join(sys.argv[1:]),
         "load_average_start": [round(x, 1) for x in load_start],
@@ -238,7 +239,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"{r['load_average_end'][0]} at the end"
         + (
             ": the cores were shared with other jobs, so absolute rates are low and noisy"
-            if max(r["load_average_start"][0], r["load_average_end"][0]) > (os.cpu_count() or 2)
+            if max(r["load_average_start"][0], r["load_average_end"][0]) > (r.get("cores") or 2)
             else " (no other job)"
         )
         + "; the three backends ran interleaved in the same process, and the ratios to torch are the figures to "

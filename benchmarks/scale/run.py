@@ -190,8 +190,7 @@ def corpus_index(
         env.pop(var, None)
     cmd = [str(Path(sys.executable).parent / "corpus"), "index", "--kb", KB, "--workers", str(workers), "--json"]
     t0 = time.monotonic()
-    log = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 - read back below
-    proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.PIPE, stderr=log, text=True)
+    proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = [0, 0]
     done = threading.Event()
 
@@ -203,13 +202,10 @@ def corpus_index(
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    out, _ = proc.communicate()
+    out, stderr = proc.communicate()  # (both pipes read together: neither can fill and block)
     seconds = time.monotonic() - t0
     done.set()
     sampler.join()
-    log.seek(0)
-    stderr = log.read()
-    log.close()
     if proc.returncode != 0:
         raise RuntimeError(f"corpus index failed ({proc.returncode}) in {home}: {stderr[-2000:]}{out[-2000:]}")
     return seconds, (peak[0] / 2**20, peak[1] / 2**20), json.loads(out)[0], step_seconds(stderr)
