@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from corpus_pipeline import freshness
@@ -86,7 +87,9 @@ def _column(data: pa.Table | pads.Dataset, name: str) -> pa.ChunkedArray[Any]:
 class PartitionInput:
     """A ``store.lance.SearchInput`` read from the Parquet files of the ``child_chunks``
     and ``chunk_embeddings`` partitions, a slice at a time, in the same row order (their
-    chunk ids were compared whole; each slice's are checked again)."""
+    chunk ids were compared whole; each slice's are checked again). A file's name is a hash
+    of its bytes (``store.parquet``): a merge reads only the files new since the last write
+    (``docs_from``) and the rows of the documents it writes (``rows_of``)."""
 
     children: pads.Dataset
     embeddings: pads.Dataset
@@ -99,14 +102,84 @@ class PartitionInput:
         chunks = iter_slices(self.children, list(SEARCH_COLUMNS), PY_SLICE_ROWS)
         vectors = iter_slices(self.embeddings, ["chunk_id", "vector"], PY_SLICE_ROWS)
         for c, e in zip(chunks, vectors, strict=True):
-            if not c.column("chunk_id").equals(e.column("chunk_id")):
-                raise StoreError("child_chunks and chunk_embeddings changed while the search table was written")
-            yield c, vectors_of(e)
+            yield c, _vectors(c, e)
 
     def vector_slices(self) -> Iterator[np.ndarray]:
         from corpus_pipeline.store.lance import PY_SLICE_ROWS
 
         return (vectors_of(e) for e in iter_slices(self.embeddings, ["vector"], PY_SLICE_ROWS))
+
+    def sources(self) -> dict[str, list[str]]:
+        return {"children": _names(self.children), "embeddings": _names(self.embeddings)}
+
+    def doc_ids(self) -> pa.ChunkedArray[Any]:
+        return self.children.to_table(columns=["doc_id"]).column("doc_id")
+
+    def docs_from(self, sources: dict[str, list[str]]) -> set[str]:
+        """The documents with a row in a file ``sources`` does not list: their rows may be
+        new (a file of children, by document) or have a new vector (a file of vectors, by
+        chunk: its rows' documents, by position, the two partitions' rows lining up)."""
+        known = {k: set(v) for k, v in sources.items()}
+        docs: set[str] = set()
+        new_vectors = [i for i, name in enumerate(_names(self.embeddings)) if name not in known.get("embeddings", ())]
+        doc_ids = self.doc_ids() if new_vectors else None
+        for fragment in self.children.get_fragments():
+            if _name(fragment) not in known.get("children", ()):
+                docs.update(
+                    str(d) for d in pc.unique(fragment.to_table(columns=["doc_id"]).column("doc_id")).to_pylist()
+                )
+        if doc_ids is not None:
+            spans = _spans(self.embeddings)
+            for i in new_vectors:
+                start, end = spans[i]
+                docs.update(str(d) for d in pc.unique(doc_ids.slice(start, end - start)).to_pylist())
+        return docs
+
+    def rows_of(self, docs: set[str]) -> Iterator[tuple[pa.Table, np.ndarray]]:
+        """The chunks and vectors of ``docs``: only the files that hold them are read."""
+        if not docs:
+            return
+        hit: Any = pc.is_in(self.doc_ids().cast(pa.string()), value_set=pa.array(sorted(docs), pa.string()))
+        at = np.flatnonzero(np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool))
+        if not len(at):
+            return
+        chunks = _take(self.children, list(SEARCH_COLUMNS), at)
+        yield chunks, _vectors(chunks, _take(self.embeddings, ["chunk_id", "vector"], at))
+
+
+def _vectors(chunks: pa.Table, embeddings: pa.Table) -> np.ndarray:
+    if not chunks.column("chunk_id").equals(embeddings.column("chunk_id")):
+        raise StoreError("child_chunks and chunk_embeddings changed while the search table was written")
+    return vectors_of(embeddings)
+
+
+def _name(fragment: Any) -> str:
+    return str(fragment.path).rsplit("/", 1)[-1]
+
+
+def _names(ds: pads.Dataset) -> list[str]:
+    return [_name(f) for f in ds.get_fragments()]
+
+
+def _spans(ds: pads.Dataset) -> list[tuple[int, int]]:
+    """Each file's rows as [start, end) of the dataset's row order (counts from the footers)."""
+    out, start = [], 0
+    for fragment in ds.get_fragments():
+        n = fragment.count_rows()
+        out.append((start, start + n))
+        start += n
+    return out
+
+
+def _take(ds: pads.Dataset, columns: list[str], at: np.ndarray) -> pa.Table:
+    """``columns`` of the dataset's rows at the sorted positions ``at``, reading only the
+    files that hold them."""
+    parts = []
+    for fragment, (start, end) in zip(ds.get_fragments(), _spans(ds), strict=True):
+        local = at[(at >= start) & (at < end)] - start
+        if len(local):
+            parts.append(fragment.take(pa.array(local), columns=columns))
+    return pa.concat_tables(parts) if parts else ds.schema.empty_table().select(columns)
 
 
 def ann_min_rows(layout: Layout, kb: str) -> int:

@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 import pyarrow as pa
@@ -53,6 +53,19 @@ SEARCH_TABLE_VERSION = "5"  # 2: keyword_text column (CJK bigrams) carries the F
 KEYWORD_COLUMN = "keyword_text"
 #: Schema metadata key: the mean of the table's vectors, as JSON (the vector gate's baseline).
 VECTOR_MEAN_KEY = b"corpus.vector_mean"
+#: Schema metadata key: the vectors' sum in fixed point (integers of ``1 / SUM_SCALE``), as
+#: JSON. Integer sums are exact in any order, so a merge updates it from the rows it deletes
+#: and writes alone and gets the mean a whole write of the same rows gets, to the bit.
+VECTOR_SUM_KEY = b"corpus.vector_sum"
+SUM_SCALE = 2**32
+#: Schema metadata key: the names of the Parquet files the rows were written from
+#: (``{"children": [...], "embeddings": [...]}``; a file's name is a hash of its bytes), so
+#: a merge looks for changed documents only in the files that are new since.
+SOURCES_KEY = b"corpus.sources"
+#: Schema metadata key: a digest of the table's row hashes (sorted), which the sum and the
+#: sources above describe. A write that stopped between its rows and its metadata leaves
+#: them disagreeing with the rows: the next write then compares every row and sums anew.
+ROWS_DIGEST_KEY = b"corpus.rows_digest"
 
 
 def storage_options(layout: Layout) -> dict[str, str]:
@@ -129,6 +142,24 @@ class SearchInput(Protocol):
         """The vectors alone, in order."""
         ...
 
+    def sources(self) -> dict[str, list[str]] | None:
+        """The names of the files the rows are read from (each a hash of its bytes), or None
+        (rows in memory)."""
+        ...
+
+    def doc_ids(self) -> pa.ChunkedArray[Any]:
+        """``doc_id`` of every row, in order."""
+        ...
+
+    def docs_from(self, sources: dict[str, list[str]]) -> set[str] | None:
+        """The documents with a row in a file that ``sources`` does not name: the only ones
+        whose rows can differ from a table written from ``sources`` (None: not known)."""
+        ...
+
+    def rows_of(self, docs: set[str]) -> Iterator[tuple[pa.Table, np.ndarray]]:
+        """The chunks and vectors of ``docs`` only, in order (what a merge writes)."""
+        ...
+
 
 @dataclass(frozen=True)
 class TableInput:
@@ -158,37 +189,120 @@ class TableInput:
     def vector_slices(self) -> Iterator[np.ndarray]:
         return (v for _c, v in self.slices())
 
-
-def table_schema(dim: int, mean: np.ndarray | None = None) -> pa.Schema:
-    """The schema of a search table: ``search_schema``'s columns, ``keyword_text`` and
-    ``row_hash``; the vectors' ``mean`` in its metadata."""
-    fields = [*search_schema(dim), pa.field(KEYWORD_COLUMN, pa.string()), pa.field(ROW_HASH_COLUMN, pa.string())]
-    return pa.schema(fields, metadata=_mean_metadata(mean))
-
-
-def _mean_metadata(mean: np.ndarray | None) -> Any:
-    return None if mean is None else {VECTOR_MEAN_KEY: json.dumps([round(float(x), 7) for x in mean])}
-
-
-def input_mean(source: SearchInput) -> np.ndarray | None:
-    """The mean of a ``SearchInput``'s vectors (float64 sums, slice by slice); None when
-    it has none."""
-    if not source.rows:
+    def sources(self) -> dict[str, list[str]] | None:
         return None
-    total = np.zeros(source.dim, dtype=np.float64)
+
+    def doc_ids(self) -> pa.ChunkedArray[Any]:
+        return self.chunks.column("doc_id")
+
+    def docs_from(self, sources: dict[str, list[str]]) -> set[str] | None:
+        return None
+
+    def rows_of(self, docs: set[str]) -> Iterator[tuple[pa.Table, np.ndarray]]:
+        return rows_of_docs(self.slices(), docs)
+
+
+def rows_of_docs(
+    slices: Iterator[tuple[pa.Table, np.ndarray]], docs: set[str]
+) -> Iterator[tuple[pa.Table, np.ndarray]]:
+    """The rows of ``docs`` in ``slices`` (chunks and vectors), slice by slice."""
+    value_set = pa.array(sorted(docs), pa.string())
+    for chunks, vecs in slices:
+        hit: Any = pc.is_in(chunks.column("doc_id").cast(pa.string()), value_set=value_set)
+        picked = np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
+        if picked.any():
+            yield chunks.filter(hit), vecs[picked]
+
+
+def table_schema(dim: int, summary: TableSummary | None = None) -> pa.Schema:
+    """The schema of a search table: ``search_schema``'s columns, ``keyword_text`` and
+    ``row_hash``; in its metadata, ``summary``: the vectors' mean and sum, the source files
+    and the rows' digest."""
+    fields = [*search_schema(dim), pa.field(KEYWORD_COLUMN, pa.string()), pa.field(ROW_HASH_COLUMN, pa.string())]
+    meta = cast("dict[bytes | str, bytes | str]", summary.metadata()) if summary is not None else None
+    return pa.schema(fields, metadata=meta)
+
+
+def fixed_sum(vecs: np.ndarray) -> list[int]:
+    """The sum of ``vecs``' rows in fixed point (integers of ``1 / SUM_SCALE``; NaN and
+    infinities, which the blocking checks keep out of a table, count as 0)."""
+    if not len(vecs):
+        return [0] * (int(vecs.shape[1]) if vecs.ndim == 2 else 0)
+    q = np.rint(np.nan_to_num(np.asarray(vecs, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0) * SUM_SCALE)
+    return [int(x) for x in q.astype(np.int64).sum(axis=0, dtype=np.int64)]  # (|v| < 2**18 per 8192-row slice)
+
+
+def _add(a: list[int], b: list[int], sign: int = 1) -> list[int]:
+    return [x + sign * y for x, y in zip(a, b, strict=True)] if a else [sign * y for y in b]
+
+
+def input_sum(source: SearchInput) -> list[int]:
+    """``fixed_sum`` of every vector of ``source``, slice by slice."""
+    total: list[int] = []
     for vecs in source.vector_slices():
-        total += vecs.sum(axis=0, dtype=np.float64)
-    result: np.ndarray = total / source.rows
-    return result
+        total = _add(total, fixed_sum(vecs))
+    return total
 
 
-def search_rows(
-    chunks: pa.Table, vectors: np.ndarray, *, keywords: bool = True, mean: np.ndarray | None = None
-) -> pa.Table:
+def rows_digest(row_hashes: pa.ChunkedArray[Any] | pa.Array[Any]) -> str:
+    """A digest of a table's row hashes in sorted order: the same rows give the same digest
+    whatever their order or fragments."""
+    values = pc.cast(row_hashes, pa.string())
+    ordered = pc.take(values, pc.sort_indices(values)).to_pylist()
+    h = hashlib.blake2b(digest_size=16)
+    for v in ordered:
+        h.update(str(v).encode() + b"\n")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class TableSummary:
+    """What a search table's schema metadata says of its rows: ``rows``, the vectors'
+    ``total`` (``fixed_sum``), the files they were written from (``sources``, None for rows
+    from memory) and the rows' ``digest`` (``rows_digest``)."""
+
+    rows: int
+    total: list[int]
+    sources: dict[str, list[str]] | None
+    digest: str
+
+    @property
+    def mean(self) -> np.ndarray | None:
+        if not self.rows or not self.total:
+            return None
+        return np.asarray(self.total, dtype=np.float64) / SUM_SCALE / self.rows
+
+    def metadata(self) -> dict[str, str]:
+        """The schema metadata that says it (keys and values as text)."""
+        out = {VECTOR_SUM_KEY.decode(): json.dumps(self.total), ROWS_DIGEST_KEY.decode(): self.digest}
+        mean = self.mean
+        if mean is not None:
+            out[VECTOR_MEAN_KEY.decode()] = json.dumps([round(float(x), 7) for x in mean])
+        if self.sources is not None:
+            out[SOURCES_KEY.decode()] = json.dumps(self.sources, sort_keys=True)
+        return out
+
+    @classmethod
+    def stored(cls, schema: pa.Schema, row_hashes: pa.ChunkedArray[Any]) -> TableSummary | None:
+        """The summary in a table's schema metadata, if it is there and describes the
+        table's rows (its digest is theirs); None otherwise."""
+        meta = schema.metadata or {}
+        try:
+            digest = meta[ROWS_DIGEST_KEY].decode()
+            total = [int(x) for x in json.loads(meta[VECTOR_SUM_KEY])]
+            sources = json.loads(meta[SOURCES_KEY]) if SOURCES_KEY in meta else None
+        except (KeyError, ValueError, TypeError, UnicodeDecodeError):
+            return None
+        if digest != rows_digest(row_hashes):
+            return None
+        return cls(len(row_hashes), total, sources, digest)
+
+
+def search_rows(chunks: pa.Table, vectors: np.ndarray, *, keywords: bool = True) -> pa.Table:
     """The search table's rows: ``chunks``' search columns, their ``vectors``, each row's
-    ``row_hash``, the vectors' mean in the schema metadata (``mean``: the whole table's,
-    for a slice of it; else these vectors') and, with ``keywords``, the analysed
-    ``keyword_text`` (``with_keywords``: a write analyses only the rows it writes)."""
+    ``row_hash`` and, with ``keywords``, the analysed ``keyword_text`` (``with_keywords``: a
+    write analyses only the rows it writes). No schema metadata: that is the table's
+    (``TableSummary``)."""
     dim = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 0
     if len(chunks) != len(vectors):
         raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
@@ -205,10 +319,6 @@ def search_rows(
     table = pa.table(cols, schema=schema)
     # (keyword_text is a function of text, and the analyser's version is SEARCH_TABLE_VERSION's)
     table = table.append_column(ROW_HASH_COLUMN, _in_slices(table, lambda t, s: _row_hashes(t, vecs[s : s + len(t)])))
-    if mean is None and len(table):
-        mean = vecs.astype(np.float64).mean(axis=0)
-    if mean is not None:
-        table = table.replace_schema_metadata(_mean_metadata(mean))
     return with_keywords(table) if keywords else table
 
 
@@ -279,23 +389,28 @@ def write_search_input(
     A new table (or one of another layout, or one where more than ``REWRITE_SHARE`` of the
     rows changed) is written whole, in fragments of ``FRAGMENT_ROWS`` rows, in one commit,
     streamed from ``source`` a slice at a time. Otherwise only the documents whose rows
-    changed are written: one ``merge_insert`` (a single commit) inserts their new rows and
-    deletes their old ones and the rows of documents that are gone; the fragments that held
-    deleted rows are then rewritten without them and old versions removed, so deleted text
-    is gone from disk, and the full-text and ANN indexes get the new rows as delta
-    segments. Readers see the table before the commit or after it, never half of it."""
-    mean = input_mean(source)
-    schema = table_schema(source.dim, mean)
+    changed are written (``_merge_changes``): one ``merge_insert`` (a single commit) inserts
+    their new rows and deletes their old ones and the rows of documents that are gone; the
+    fragments that held deleted rows are then rewritten without them and old versions
+    removed, so deleted text is gone from disk, and the full-text and ANN indexes get the new
+    rows as delta segments. Readers see the table before the commit or after it, never half
+    of it. The schema metadata (``TableSummary``) is written last, so what it says of the
+    rows is true or, after a crash, ignored."""
     db = connect(layout)
     name = search_table_name(kb, version)
     exists = name in list_table_names(db)
     result: TableWrite | None = None
     if exists:
         tbl = db.open_table(name)
-        result = _merge_changes(tbl, source, schema, mean)
+        result = _merge_changes(tbl, source)
     if result is None:
-        docs = _write_whole(layout.search_table_dir(kb, version), source, schema, mean, storage_options(layout))
+        total = input_sum(source)
+        summary = TableSummary(source.rows, total, source.sources(), "")
+        docs, digest = _write_whole(
+            layout.search_table_dir(kb, version), source, table_schema(source.dim, summary), storage_options(layout)
+        )
         tbl = db.open_table(name)
+        _set_summary(tbl, TableSummary(source.rows, total, source.sources(), digest))
         result = TableWrite(source.rows, "replace" if exists else "create", source.rows, 0, docs)
     if source.rows:
         _update_fts(tbl)
@@ -306,22 +421,32 @@ def write_search_input(
     return result
 
 
+def _set_summary(tbl: Any, summary: TableSummary) -> None:
+    """Replace the table's schema metadata by ``summary``'s (a commit of the manifest only)."""
+    meta = summary.metadata()
+    if {k.decode(): v.decode() for k, v in (tbl.schema.metadata or {}).items()} != meta:
+        tbl.to_lance().update_schema_metadata(meta, replace=True)
+        tbl.checkout_latest()
+
+
 def _write_whole(
-    uri: Any, source: SearchInput, schema: pa.Schema, mean: np.ndarray | None, options: dict[str, str] | None = None
-) -> int:
+    uri: Any, source: SearchInput, schema: pa.Schema, options: dict[str, str] | None = None
+) -> tuple[int, str]:
     """``source``'s rows as the whole dataset at ``uri`` (one commit; fragments of
     ``FRAGMENT_ROWS``), streamed: each slice's rows are built, analysed and handed to Lance
-    before the next is read. Returns the number of documents written."""
+    before the next is read. Returns the number of documents written and the rows' digest."""
     import lance
 
     docs: set[str] = set()
+    hashes: list[pa.Array[Any]] = []
     failed: list[BaseException] = []
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:
             for chunks, vecs in source.slices():
-                rows = with_keywords(search_rows(chunks, vecs, mean=mean))
+                rows = search_rows(chunks, vecs)
                 docs.update(str(d) for d in pc.unique(rows.column("doc_id")).to_pylist())
+                hashes.extend(rows.column(ROW_HASH_COLUMN).chunks)
                 yield from pa.Table.from_batches(rows.to_batches(), schema=schema).to_batches()
         except BaseException as exc:  # Lance reports a reader's error as its own: keep ours
             failed.append(exc)
@@ -337,7 +462,7 @@ def _write_whole(
         if failed:
             raise failed[0] from None
         raise
-    return len(docs)
+    return len(docs), rows_digest(pa.chunked_array(hashes, pa.string()))
 
 
 def _create_fts_index(tbl: Any) -> None:
@@ -378,34 +503,63 @@ def _columns(schema: pa.Schema) -> list[tuple[str, str]]:
     return [(f.name, str(f.type)) for f in schema]
 
 
-def _merge_changes(tbl: Any, source: SearchInput, schema: pa.Schema, mean: np.ndarray | None) -> TableWrite | None:
+def _merge_changes(tbl: Any, source: SearchInput) -> TableWrite | None:
     """Write only the documents of ``source`` whose rows differ from ``tbl``'s (None: the
-    table is to be written whole: another layout, or too much changed). Two reads of
-    ``source``: the row hashes of every row, then the rows of the changed documents."""
+    table is to be written whole: another layout, or too much changed).
+
+    Which documents may differ: when the table's summary names the files it was written from
+    and ``source`` reads files, only the documents with rows in files new since (edited,
+    added, or moved to another file) and the documents gone; their rows are read and hashed,
+    nothing else. Otherwise every row of ``source`` is read and hashed. Either way, the row
+    hashes then decide. The vectors' sum is updated by the rows deleted and written alone."""
     old_schema = tbl.schema
-    if _columns(old_schema) != _columns(schema) or not source.rows:
+    if _columns(old_schema) != _columns(table_schema(source.dim)) or not source.rows:
         return None
     keep = ["doc_id", "chunk_id", ROW_HASH_COLUMN]
-    old = tbl.to_lance().to_table(columns=keep)
-    new = pa.concat_tables([search_rows(c, v, keywords=False, mean=mean).select(keep) for c, v in source.slices()])
+    table = tbl.to_lance().to_table(columns=keep)
+    old = table
+    summary = TableSummary.stored(old_schema, table.column(ROW_HASH_COLUMN))
+    sources = source.sources()
+    maybe = source.docs_from(summary.sources) if summary is not None and summary.sources is not None else None
+    if maybe is None:
+        new = _keys(source.slices())
+    else:
+        now = pc.unique(source.doc_ids().cast(pa.string())).to_pylist()
+        gone = set(pc.unique(old.column("doc_id").cast(pa.string())).to_pylist()) - set(now)
+        maybe |= gone
+        old = old.filter(
+            pc.is_in(old.column("doc_id").cast(pa.string()), value_set=pa.array(sorted(maybe), pa.string()))
+        )
+        new = _keys(source.rows_of(maybe))
     changed = changed_docs(old, new)
-    if not changed:
+    if not changed:  # (a summary missing or not the rows' is written anew, once)
+        if summary is None:
+            summary = TableSummary(
+                table.num_rows, input_sum(source), sources, rows_digest(table.column(ROW_HASH_COLUMN))
+            )
+        _set_summary(tbl, TableSummary(summary.rows, summary.total, sources, summary.digest))
         return TableWrite(source.rows, "unchanged")
     value_set = pa.array(changed, pa.string())
-    gone: Any = pc.is_in(old.column("doc_id").cast(pa.string()), value_set=value_set)
-    mask: Any = pc.is_in(new.column("doc_id").cast(pa.string()), value_set=value_set)
-    deleted, written = (int(pc.sum(m.cast(pa.int64())).as_py() or 0) for m in (gone, mask))
-    if written > REWRITE_SHARE * source.rows or deleted > REWRITE_SHARE * old.num_rows:
+    gone_rows: Any = pc.is_in(old.column("doc_id").cast(pa.string()), value_set=value_set)
+    new_rows: Any = pc.is_in(new.column("doc_id").cast(pa.string()), value_set=value_set)
+    deleted, written = (int(pc.sum(m.cast(pa.int64())).as_py() or 0) for m in (gone_rows, new_rows))
+    if written > REWRITE_SHARE * source.rows or deleted > REWRITE_SHARE * table.num_rows:
         return None
     from corpus_pipeline.retrieval.filters import sql_string
 
     where = f"doc_id IN ({', '.join(sql_string(d) for d in changed)})"
-    parts = []
-    for chunks, vecs in source.slices():
-        hit: Any = pc.is_in(chunks.column("doc_id").cast(pa.string()), value_set=value_set)
-        picked = np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
-        if picked.any():
-            parts.append(with_keywords(search_rows(chunks.filter(hit), vecs[picked], mean=mean)))
+    parts = [search_rows(c, v) for c, v in source.rows_of(set(changed))]
+    if summary is not None:  # the sum less the deleted rows' vectors, plus the written ones'
+        total = summary.total
+        for batch in tbl.to_lance().to_batches(columns=["vector"], filter=where):
+            total = _add(total, fixed_sum(_matrix(batch.column("vector"))), -1)
+        for part in parts:
+            total = _add(total, fixed_sum(_matrix(part.column("vector"))))
+    else:
+        total = input_sum(source)
+    kept = table.filter(pc.invert(pc.is_in(table.column("doc_id").cast(pa.string()), value_set=value_set)))
+    hashes = [*kept.column(ROW_HASH_COLUMN).chunks, *(c for p in parts for c in p.column(ROW_HASH_COLUMN).chunks)]
+    digest = rows_digest(pa.chunked_array(hashes, pa.string()))
     if parts:
         (
             tbl.merge_insert("chunk_id")
@@ -416,11 +570,24 @@ def _merge_changes(tbl: Any, source: SearchInput, schema: pa.Schema, mean: np.nd
         )
     else:
         tbl.delete(where)
-    if old_schema.metadata != schema.metadata:
-        meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
-        tbl.to_lance().update_schema_metadata(meta, replace=True)
-        tbl.checkout_latest()
+    tbl.checkout_latest()
+    _set_summary(tbl, TableSummary(source.rows, total, sources, digest))
     return TableWrite(source.rows, "merge", written, deleted, len(changed))
+
+
+def _keys(slices: Iterator[tuple[pa.Table, np.ndarray]]) -> pa.Table:
+    """(doc_id, chunk_id, row_hash) of the rows of ``slices``."""
+    keep = ["doc_id", "chunk_id", ROW_HASH_COLUMN]
+    parts = [search_rows(c, v, keywords=False).select(keep) for c, v in slices]
+    if not parts:
+        return pa.table({k: pa.array([], pa.string()) for k in keep})
+    return pa.concat_tables(parts)
+
+
+def _matrix(column: Any) -> np.ndarray:
+    col: Any = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    dim = col.type.list_size
+    return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
 
 
 def _update_fts(tbl: Any) -> None:

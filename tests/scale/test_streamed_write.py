@@ -44,6 +44,11 @@ def _partitions(folder: Path, chunks: pa.Table, vecs: np.ndarray) -> tuple[pads.
     return dataset(folder / "children"), dataset(folder / "embeddings")
 
 
+def _meta(table: pa.Table) -> dict[bytes, bytes]:
+    """A table's schema metadata but the names of the files it was read from (memory has none)."""
+    return {k: v for k, v in (table.schema.metadata or {}).items() if k != store_lance.SOURCES_KEY}
+
+
 def _table(layout: Layout) -> pa.Table:
     table = open_search_table(layout, "big", "v1").to_arrow()
     return table.sort_by("chunk_id")
@@ -71,7 +76,7 @@ def test_a_table_written_from_the_partitions_equals_one_written_from_memory(tmp_
     b = write_search_table(memory, "big", "v1", chunks, vecs)
     assert (a.mode, a.rows, a.docs_changed) == (b.mode, b.rows, b.docs_changed) == ("create", DOCS * PER_DOC, DOCS)
     ta, tb = _table(streamed), _table(memory)
-    assert ta.equals(tb) and ta.schema.metadata == tb.schema.metadata
+    assert ta.equals(tb) and _meta(ta) == _meta(tb)
     stored = store_lance.vector_mean(ta)
     assert stored is not None and np.allclose(stored, vecs.astype(np.float64).mean(axis=0), atol=1e-6)
 
@@ -90,7 +95,7 @@ def test_an_edit_streamed_from_the_partitions_merges_only_that_document(tmp_path
     )
     write_search_table(memory, "big", "v1", edited, evecs)
     ta, tb = _table(layout), _table(memory)
-    assert ta.equals(tb) and ta.schema.metadata == tb.schema.metadata
+    assert ta.equals(tb) and _meta(ta) == _meta(tb)
     again = write_search_index(layout, "big", "v1", *_partitions(tmp_path / "p3", edited, evecs))
     assert again.mode == "unchanged"
 
@@ -120,7 +125,7 @@ def test_a_write_that_fails_half_way_leaves_the_previous_table_readable(tmp_path
     reads: list[int] = []
 
     class FailingRead(TableInput):
-        def slices(self):  # the mean's read, the merge's row hashes, then the whole write
+        def slices(self):  # the merge's row hashes, the vectors' sum, then the whole write
             reads.append(1)
             for i, part in enumerate(super().slices()):
                 if len(reads) == 3 and i == 3:
@@ -132,3 +137,58 @@ def test_a_write_that_fails_half_way_leaves_the_previous_table_readable(tmp_path
         write_search_input(layout, "big", "v1", FailingRead(everything_edited, evecs))
     assert len(reads) == 3  # it failed in the whole write, not before it
     assert _table(layout).equals(before)
+
+
+def test_an_edit_reads_only_the_files_new_since_the_last_write(tmp_path):
+    """The table names the files it was written from: after one document's edit, the only
+    documents read and hashed are those of the few files that are new, not the KB's."""
+    layout = Layout(tmp_path / "t")
+    chunks, vecs = _chunks()
+    write_search_index(layout, "big", "v1", *_partitions(tmp_path / "p1", chunks, vecs))
+    stored = store_lance.TableSummary.stored(
+        open_search_table(layout, "big", "v1").schema, _table(layout).column("row_hash")
+    )
+    assert stored is not None and stored.sources is not None
+    edited, evecs = _chunks(edits={7: "changed"})
+    source = search_input("big", "v1", *_partitions(tmp_path / "p2", edited, evecs))
+    assert isinstance(source, PartitionInput)
+    maybe = source.docs_from(stored.sources)
+    assert "doc007" in maybe and len(maybe) < DOCS // 2, maybe  # its file of children and its files of vectors
+    hashed: list[str] = []
+    real = PartitionInput.rows_of
+
+    def counting(self, docs):
+        hashed.extend(docs)
+        return real(self, docs)
+
+    PartitionInput.rows_of = counting  # type: ignore[method-assign]
+    try:
+        write = write_search_input(layout, "big", "v1", source)
+    finally:
+        PartitionInput.rows_of = real  # type: ignore[method-assign]
+    assert (write.mode, write.docs_changed, write.rows_written) == ("merge", 1, PER_DOC)
+    assert set(hashed) == maybe | {"doc007"}
+    memory = Layout(tmp_path / "memory")
+    write_search_table(memory, "big", "v1", edited, evecs)
+    assert _table(layout).equals(_table(memory)) and _meta(_table(layout)) == _meta(_table(memory))
+
+
+def test_a_summary_that_no_longer_describes_the_rows_is_not_trusted(tmp_path):
+    """A write stopped between its rows and its metadata (here: rows deleted behind the
+    table's back) leaves a summary whose digest is not the rows': the next write compares
+    every row and sums the vectors anew, and puts the table right."""
+    layout = Layout(tmp_path / "t")
+    chunks, vecs = _chunks()
+    parts = _partitions(tmp_path / "p1", chunks, vecs)
+    write_search_index(layout, "big", "v1", *parts)
+    tbl = open_search_table(layout, "big", "v1")
+    tbl.delete("doc_id = 'doc012'")  # the summary (sources, sum) still says doc012 is there
+    assert store_lance.TableSummary.stored(tbl.schema, tbl.to_arrow().column("row_hash")) is None
+    write = write_search_index(layout, "big", "v1", *parts)  # the same files: only the row hashes see it
+    assert (write.mode, write.docs_changed, write.rows_written) == ("merge", 1, PER_DOC)
+    tbl = open_search_table(layout, "big", "v1")
+    stored = store_lance.TableSummary.stored(tbl.schema, tbl.to_arrow().column("row_hash"))
+    assert stored is not None and stored.sources == search_input("big", "v1", *parts).sources()
+    memory = Layout(tmp_path / "memory")
+    write_search_table(memory, "big", "v1", chunks, vecs)
+    assert _table(layout).equals(_table(memory)) and _meta(_table(layout)) == _meta(_table(memory))
