@@ -226,7 +226,7 @@ def children_batch(
     window), with their image chunks; a failure of the step is retried for this batch alone."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
-    images = indexing.image_pieces_by_doc(image_descriptions, parsed_blocks)
+    images = indexing.image_pieces_by_doc(image_descriptions, parsed_blocks, doc_ids)
     with corpus.tools(kb, llm.defaults()) as tools:
         return indexing.child_batch(
             kb, version, parent_blocks, parsed_blocks, images, doc_ids, tools, progress=progress_log(context)

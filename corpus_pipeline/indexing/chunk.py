@@ -12,7 +12,7 @@ fallbacks that may pass (``llm_retry``) is chunked again once an LLM client is t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from corpus_pipeline.chunking.context import ContextFactory
 from corpus_pipeline.chunking.document import SourceDocument, chunk_children, chunk_parents, doc_fingerprint
 from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.describe import descriptions_by_doc
-from corpus_pipeline.indexing.parse import blocks_by_doc, ok_texts
+from corpus_pipeline.indexing.parse import blocks_by_doc, image_blocks_by_doc, ok_texts
 from corpus_pipeline.indexing.stats import ChunkStats, StageResult
 from corpus_pipeline.kbconfig import KnowledgeBase
 from corpus_pipeline.models import IMAGE_CHUNK_TYPES, Block, Chunk, DocStatus, DocumentText, ParentBlock, Piece
@@ -39,15 +39,20 @@ def source_document(kb: KnowledgeBase, version: str, text: DocumentText, blocks:
     return SourceDocument(kb.name, version, text.doc_id, text.path, text.format, text.content_hash, text.text, blocks)
 
 
-def image_pieces_by_doc(descriptions: pa.Table | None, parsed: Parsed) -> dict[str, list[Piece]]:
-    """IMAGE / TABLE_IMAGE pieces per document, placed at their image block (the blocks of
-    the documents with images only are read)."""
+def image_pieces_by_doc(
+    descriptions: pa.Table | None, parsed: Parsed, doc_ids: Collection[str] | None = None
+) -> dict[str, list[Piece]]:
+    """IMAGE / TABLE_IMAGE pieces per document (of ``doc_ids`` only, when given: a batch's),
+    placed at their image block. Only the documents with images are read of the blocks, and
+    only their image blocks are made into records."""
     from corpus_pipeline.vision import image_pieces
 
+    if descriptions is not None and doc_ids is not None:
+        descriptions = rows.of_docs(descriptions, doc_ids)
     if descriptions is None or descriptions.num_rows == 0:
         return {}
     by_doc = descriptions_by_doc(descriptions)
-    blocks = blocks_by_doc(parsed["blocks"], by_doc)
+    blocks = image_blocks_by_doc(parsed["blocks"], by_doc)
     return {doc_id: image_pieces(descs, blocks.get(doc_id, [])) for doc_id, descs in by_doc.items()}
 
 

@@ -17,7 +17,7 @@ from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.discover import documents_of
 from corpus_pipeline.indexing.stats import ParseStats, StageResult
 from corpus_pipeline.kbconfig import KnowledgeBase, ParsingConfig
-from corpus_pipeline.models import Block, DocStatus, Document, DocumentText, ExtractedImage, ParsedDocument
+from corpus_pipeline.models import Block, BlockType, DocStatus, Document, DocumentText, ExtractedImage, ParsedDocument
 from corpus_pipeline.parsing import PARSER_VERSION
 from corpus_pipeline.parsing.worker import ParseJob, parse_many
 from corpus_pipeline.progress import ProgressFn, no_progress
@@ -228,6 +228,16 @@ def blocks_by_doc(blocks: pa.Table | pads.Dataset, doc_ids: Collection[str] | No
         out.setdefault(b.doc_id, []).append(b)
     for bl in out.values():
         bl.sort(key=lambda b: b.block_index)
+    return out
+
+
+def image_blocks_by_doc(blocks: pa.Table | pads.Dataset, doc_ids: Collection[str]) -> dict[str, list[Block]]:
+    """The IMAGE blocks of ``doc_ids`` (of a dataset, only those documents' rows are read;
+    their other blocks are never made into records)."""
+    found = rows.where_equal(rows.of_docs(blocks, doc_ids), "block_type", BlockType.IMAGE.value)
+    out: dict[str, list[Block]] = {}
+    for b in schemas.from_table(found, Block):
+        out.setdefault(b.doc_id, []).append(b)
     return out
 
 
