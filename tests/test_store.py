@@ -288,3 +288,34 @@ def test_changed_docs_are_the_documents_whose_rows_differ():
         assert changed_docs(table(old), table(rows)) == want, what
     assert changed_docs(table(old), table(edits["a chunk moved"])) == ["d12", "d13"]
     assert changed_docs(table(old), table(old[:0])) == sorted({r[0] for r in old})
+
+
+def test_a_few_documents_rows_open_only_the_files_that_hold_them(root, monkeypatch):
+    """The manifest lists each file's documents: a batch's rows (``rows.of_docs`` of the
+    partition's dataset) are read from the files that hold them, and the others are never
+    opened (here they are junk by the time of the read); without the lists (an earlier
+    release's manifest) the rows are the same, found by reading every file's ``doc_id``."""
+    from corpus_pipeline.indexing import rows
+
+    table = _docs(60)
+    wanted = ["doc-0007", "doc-0031"]
+    expected = table.filter(pa.compute.is_in(table["doc_id"], pa.array(wanted)))
+    folder = root / "t" / "kb=a"
+    write_partition(folder, table, docs_per_file=4)
+    m = read_manifest(folder)
+    assert sorted(d for ids in m["docs"]["data"].values() for d in ids) == sorted(set(table["doc_id"].to_pylist()))
+    assert set(m["docs"]["data"]) == set(m["files"]["data"]) and len(m["files"]["data"]) > 5
+    holding = {f for f, ids in m["docs"]["data"].items() if set(ids) & set(wanted)}
+    assert len(holding) <= 2
+    ds = dataset(folder)
+    for name in set(m["files"]["data"]) - holding:
+        (folder / name).write_bytes(b"not parquet: a file that is opened fails the read")
+    assert rows.of_docs(ds, wanted).equals(expected)
+
+    older = root / "t" / "kb=b"
+    write_partition(older, table, docs_per_file=4)
+    m = read_manifest(older)
+    m.pop("docs")
+    (older / MANIFEST).write_text(json.dumps(m))
+    monkeypatch.setattr(parquet, "_FILE_DOCS", {})
+    assert rows.of_docs(dataset(older), wanted).equals(expected)

@@ -86,16 +86,23 @@ def of_docs(table: pa.Table | pads.Dataset, doc_ids: Collection[str]) -> pa.Tabl
 
 
 def _dataset_rows(ds: pads.Dataset, ids: pa.Array[Any]) -> pa.Table:
-    """The rows of a partition's dataset whose ``doc_id`` is in ``ids``: the files holding
-    none are found from their ``doc_id`` column alone and not read further (a batch's
-    documents are a run of the partition's order, so they sit in a few of its files)."""
+    """The rows of a partition's dataset whose ``doc_id`` is in ``ids``: only the files that
+    hold some are read (a batch's documents are a run of the partition's order, so they sit
+    in a few of its files). Which files those are, the partition's manifest says
+    (``store.parquet.file_docs``); for a file it does not list, its ``doc_id`` column."""
+    from corpus_pipeline.store.parquet import file_docs
+
     if len(ids) == 0 or not isinstance(ds, pads.FileSystemDataset):
         return ds.schema.empty_table() if len(ids) == 0 else ds.to_table(filter=pc.field("doc_id").isin(ids))
-    hits = [
-        frag
-        for frag in ds.get_fragments()
-        if pc.any(pc.is_in(frag.to_table(columns=["doc_id"]).column("doc_id"), value_set=ids)).as_py()
-    ]
+    wanted = {str(d) for d in ids.to_pylist()}
+
+    def holds(frag: Any) -> bool:
+        known = file_docs(str(frag.path))
+        if known is not None:
+            return not known.isdisjoint(wanted)
+        return bool(pc.any(pc.is_in(frag.to_table(columns=["doc_id"]).column("doc_id"), value_set=ids)).as_py())
+
+    hits = [frag for frag in ds.get_fragments() if holds(frag)]
     if not hits:
         return ds.schema.empty_table()
     found = pads.FileSystemDataset(hits, ds.schema, ds.format, ds.filesystem)

@@ -14,6 +14,10 @@ only on the document before it, and adding, editing or deleting one document cha
 batch (two at most, when the edited document was a boundary), never the KB's. Each file is
 named by the hash of its bytes: a batch that did not change is not written again.
 
+The manifest also lists the documents of each file of a table keyed by ``doc_id``
+(``docs``): a step that needs a few documents' rows opens only the files that hold them
+(``files_with``), instead of reading every file's ``doc_id`` column to find out.
+
 A write puts the new files beside the old ones, then replaces the manifest (one small file:
 an atomic rename locally, a single PUT on an object store), then deletes the files the new
 manifest does not list. A crash before the manifest leaves the previous version readable
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -126,30 +131,32 @@ def write_partition(
     known = read_manifest(folder).get("keys") or {}
     keys: dict[str, str] = {}
     files: dict[str, list[str]] = {}
+    docs: dict[str, dict[str, list[str]]] = {}
     written_files = written_bytes = 0
     for name, table in tables.items():
         names = files.setdefault(name, [])
         for batch in batches(table, every):
             key = f"{name}:{_content_key(batch)}"
             fname = str(known.get(key, ""))
-            if fname in present:
-                names.append(fname)  # an unchanged batch: not encoded, not written
-                keys[key] = fname
-                continue
-            data = _encode(batch)
-            fname = f"{name}-{hashlib.blake2b(data, digest_size=8).hexdigest()}.parquet"
+            if fname not in present:
+                data = _encode(batch)
+                fname = f"{name}-{hashlib.blake2b(data, digest_size=8).hexdigest()}.parquet"
+                if fname not in present:
+                    put_bytes(folder / fname, data)
+                    present.add(fname)
+                    written_files += 1
+                    written_bytes += len(data)
+            # (else an unchanged batch: not encoded, not written)
             names.append(fname)  # (twice if two batches are byte-identical: read twice, as written)
             keys[key] = fname
-            if fname not in present:
-                put_bytes(folder / fname, data)
-                present.add(fname)
-                written_files += 1
-                written_bytes += len(data)
+            if "doc_id" in batch.column_names:
+                docs.setdefault(name, {})[fname] = [str(d) for d in pc.unique(batch.column("doc_id")).to_pylist()]
     info = {
         **dict(manifest or {}),
         "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "rows": {name: t.num_rows for name, t in tables.items()},
         "files": files,
+        "docs": docs,
         "keys": keys,
         "written": {"files": written_files, "bytes": written_bytes},
     }
@@ -195,9 +202,17 @@ def _recover(folder: UPath | Path) -> None:
 def partition_files(folder: UPath | Path) -> dict[str, list[UPath]]:
     """The current Parquet files of a partition, by table name, as its manifest lists them
     ({} when the partition has not been written)."""
-    folder = UPath(folder)
+    return _listing(UPath(folder))[0]
+
+
+def _listing(folder: UPath) -> tuple[dict[str, list[UPath]], dict[str, Any]]:
+    """``partition_files`` and the manifest they were read from (one read)."""
     _recover(folder)
     m = read_manifest(folder)
+    return _files_of(folder, m), m
+
+
+def _files_of(folder: UPath, m: dict[str, Any]) -> dict[str, list[UPath]]:
     listed = m.get("files")
     if isinstance(listed, dict):
         return {str(name): [folder / str(f) for f in names] for name, names in listed.items()}
@@ -223,19 +238,48 @@ def _filesystem(folder: UPath) -> tuple[pafs.FileSystem, str]:
 def dataset(folder: UPath | Path, name: str = DEFAULT_NAME) -> pads.Dataset:
     """Table ``name`` of a partition as a pyarrow dataset (lazy: filters and projections
     read only what they need; DuckDB queries it with ``con.register``)."""
-    folder = UPath(folder)
-    return _dataset(folder, name, partition_files(folder))
+    files, manifest = _listing(UPath(folder))
+    return _dataset(UPath(folder), name, files, manifest)
 
 
-def _dataset(folder: UPath, name: str, files: dict[str, list[UPath]]) -> pads.Dataset:
-    """``dataset`` of the manifest's ``files`` already read (one manifest read per call)."""
+def _dataset(
+    folder: UPath, name: str, files: dict[str, list[UPath]], manifest: dict[str, Any] | None = None
+) -> pads.Dataset:
+    """``dataset`` of the manifest's ``files`` already read (one manifest read per call);
+    the documents of each file, when ``manifest`` lists them, remembered (``file_docs``)."""
     if name not in files:
         if not files:
             raise StoreError(f"partition {folder} has not been materialized yet")
         raise StoreError(f"partition {folder} has no table {name!r} (it has {', '.join(sorted(files))})")
     fs, base = _filesystem(folder)
     paths = [f"{base}/{p.name}" for p in files[name]]
+    listed = (manifest or {}).get("docs")
+    by_file = listed.get(name) if isinstance(listed, dict) else None
+    if isinstance(by_file, dict):
+        _remember_docs({f"{base}/{f}": ids for f, ids in by_file.items() if isinstance(ids, list)})
     return pads.dataset(paths, filesystem=fs, format="parquet")
+
+
+#: The documents of each Parquet file whose manifest listed them, by the file's path in its
+#: filesystem. A file is never rewritten under its name (it is named by its bytes' hash), so
+#: what is remembered stays true; the oldest entries go past ``_FILE_DOCS_MAX`` files.
+_FILE_DOCS: dict[str, frozenset[str]] = {}
+_FILE_DOCS_MAX = 100_000
+
+
+def _remember_docs(by_path: Mapping[str, list[str]]) -> None:
+    for path, ids in by_path.items():
+        _FILE_DOCS.pop(path, None)
+        _FILE_DOCS[path] = frozenset(str(d) for d in ids)
+    while len(_FILE_DOCS) > _FILE_DOCS_MAX:
+        _FILE_DOCS.pop(next(iter(_FILE_DOCS)))
+
+
+def file_docs(path: str) -> frozenset[str] | None:
+    """The documents of the Parquet file at ``path`` (a dataset fragment's path), as its
+    partition's manifest listed them when the dataset was opened (``dataset``); None when
+    not known (a partition written by an earlier release: read its ``doc_id`` column)."""
+    return _FILE_DOCS.get(path)
 
 
 def read_partition(folder: UPath | Path, name: str | None = None) -> pa.Table | dict[str, pa.Table]:
