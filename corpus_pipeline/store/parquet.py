@@ -16,9 +16,10 @@ named by the hash of its bytes: a batch that did not change is not written again
 
 The manifest also lists the documents of each file of a table keyed by ``doc_id``
 (``docs``): a step that needs a few documents' rows opens only the files that hold them
-(``files_with``), instead of reading every file's ``doc_id`` column to find out.
+(``file_docs``), instead of reading every file's ``doc_id`` column to find out.
 
-A write puts the new files beside the old ones, then replaces the manifest (one small file:
+A write puts the new files beside the old ones, then replaces the manifest (one file, ~30
+bytes per document of a table with its document lists, 0.6 MB at 20,000 documents:
 an atomic rename locally, a single PUT on an object store), then deletes the files the new
 manifest does not list. A crash before the manifest leaves the previous version readable
 (its files are all still there); one after it leaves only unlisted files, which the next
