@@ -291,9 +291,7 @@ def embed_chunks(
 
 
 def vectors_of(embeddings: pa.Table) -> np.ndarray:
-    """The vectors of an embeddings table as a float32 matrix, in row order (a view of the
-    column's buffer when it is one chunk: ``combine_chunks`` would copy it)."""
-    column = embeddings.column("vector")
-    col: Any = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    dim = col.type.list_size
-    return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+    """The vectors of an embeddings table as a float32 matrix, in row order
+    (``schemas.vector_matrix``)."""
+    matrix: np.ndarray = schemas.vector_matrix(embeddings.column("vector"))
+    return matrix

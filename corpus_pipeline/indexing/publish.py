@@ -10,6 +10,7 @@ version or the new, never half of one.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -113,7 +114,15 @@ class PartitionInput:
         return {"children": _names(self.children), "embeddings": _names(self.embeddings)}
 
     def doc_ids(self) -> pa.ChunkedArray[Any]:
+        return self._doc_ids
+
+    @functools.cached_property
+    def _doc_ids(self) -> pa.ChunkedArray[Any]:  # (read once: a merge asks three times)
         return self.children.to_table(columns=["doc_id"]).column("doc_id")
+
+    @functools.cached_property
+    def _file_spans(self) -> dict[str, list[tuple[int, int]]]:  # (each file's rows, from its footer: once)
+        return {"children": _spans(self.children), "embeddings": _spans(self.embeddings)}
 
     def docs_from(self, sources: dict[str, list[str]]) -> set[str]:
         """The documents with a row in a file ``sources`` does not list: their rows may be
@@ -129,7 +138,7 @@ class PartitionInput:
                     str(d) for d in pc.unique(fragment.to_table(columns=["doc_id"]).column("doc_id")).to_pylist()
                 )
         if doc_ids is not None:
-            spans = _spans(self.embeddings)
+            spans = self._file_spans["embeddings"]
             for i in new_vectors:
                 start, end = spans[i]
                 docs.update(str(d) for d in pc.unique(doc_ids.slice(start, end - start)).to_pylist())
@@ -143,8 +152,9 @@ class PartitionInput:
         at = np.flatnonzero(np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool))
         if not len(at):
             return
-        chunks = _take(self.children, list(SEARCH_COLUMNS), at)
-        yield chunks, _vectors(chunks, _take(self.embeddings, ["chunk_id", "vector"], at))
+        chunks = _take(self.children, self._file_spans["children"], list(SEARCH_COLUMNS), at)
+        vectors = _take(self.embeddings, self._file_spans["embeddings"], ["chunk_id", "vector"], at)
+        yield chunks, _vectors(chunks, vectors)
 
 
 def _vectors(chunks: pa.Table, embeddings: pa.Table) -> np.ndarray:
@@ -171,11 +181,11 @@ def _spans(ds: pads.Dataset) -> list[tuple[int, int]]:
     return out
 
 
-def _take(ds: pads.Dataset, columns: list[str], at: np.ndarray) -> pa.Table:
-    """``columns`` of the dataset's rows at the sorted positions ``at``, reading only the
-    files that hold them."""
+def _take(ds: pads.Dataset, spans: list[tuple[int, int]], columns: list[str], at: np.ndarray) -> pa.Table:
+    """``columns`` of the dataset's rows at the sorted positions ``at`` (its files' ``spans``),
+    reading only the files that hold them."""
     parts = []
-    for fragment, (start, end) in zip(ds.get_fragments(), _spans(ds), strict=True):
+    for fragment, (start, end) in zip(ds.get_fragments(), spans, strict=True):
         local = at[(at >= start) & (at < end)] - start
         if len(local):
             parts.append(fragment.take(pa.array(local), columns=columns))

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from corpus_pipeline.errors import StoreError
 from corpus_pipeline.retrieval.settings import ANN_MIN_ROWS
 from corpus_pipeline.store.layout import Layout, search_table_name
-from corpus_pipeline.store.schemas import search_schema
+from corpus_pipeline.store.schemas import search_schema, vector_matrix
 
 os.environ.setdefault("LANCE_LOG", "error")
 
@@ -249,10 +249,7 @@ def rows_digest(row_hashes: pa.ChunkedArray[Any] | pa.Array[Any]) -> str:
     whatever their order or fragments."""
     values = pc.cast(row_hashes, pa.string())
     ordered = pc.take(values, pc.sort_indices(values)).to_pylist()
-    h = hashlib.blake2b(digest_size=16)
-    for v in ordered:
-        h.update(str(v).encode() + b"\n")
-    return h.hexdigest()
+    return hashlib.blake2b(("\n".join(str(v) for v in ordered) + "\n").encode(), digest_size=16).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -552,9 +549,9 @@ def _merge_changes(tbl: Any, source: SearchInput) -> TableWrite | None:
     if summary is not None:  # the sum less the deleted rows' vectors, plus the written ones'
         total = summary.total
         for batch in tbl.to_lance().to_batches(columns=["vector"], filter=where):
-            total = _add(total, fixed_sum(_matrix(batch.column("vector"))), -1)
+            total = _add(total, fixed_sum(vector_matrix(batch.column("vector"))), -1)
         for part in parts:
-            total = _add(total, fixed_sum(_matrix(part.column("vector"))))
+            total = _add(total, fixed_sum(vector_matrix(part.column("vector"))))
     else:
         total = input_sum(source)
     kept = table.filter(pc.invert(pc.is_in(table.column("doc_id").cast(pa.string()), value_set=value_set)))
@@ -582,12 +579,6 @@ def _keys(slices: Iterator[tuple[pa.Table, np.ndarray]]) -> pa.Table:
     if not parts:
         return pa.table({k: pa.array([], pa.string()) for k in keep})
     return pa.concat_tables(parts)
-
-
-def _matrix(column: Any) -> np.ndarray:
-    col: Any = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    dim = col.type.list_size
-    return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
 
 
 def _update_fts(tbl: Any) -> None:

@@ -143,6 +143,18 @@ SEARCH_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+def vector_matrix(column: pa.Array[Any] | pa.ChunkedArray[Any]) -> Any:
+    """A column of fixed-size float lists as a float32 matrix (numpy), in row order: a view of
+    the column's buffer when it is one chunk (``combine_chunks`` would copy it)."""
+    import numpy as np
+
+    col: Any = column
+    if isinstance(column, pa.ChunkedArray):
+        col = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    dim = col.type.list_size
+    return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+
+
 def embeddings_schema(dim: int) -> pa.Schema:
     """One vector per child chunk, for ``model``, keyed by the chunk's text hash."""
     return pa.schema(
