@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import os
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from corpus_pipeline.chunking.plan import Plan
 from corpus_pipeline.kbconfig import KnowledgeBase, match_glob
@@ -57,10 +57,18 @@ def sniff_format(path: Path, head: bytes) -> DocFormat | None:
 
 
 def file_hash(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
+        return _sha256(f)
+
+
+_BLOCK = 1 << 20
+
+
+def _sha256(f: BinaryIO, first: bytes = b"") -> str:
+    """The sha256 of ``first`` (what was already read of ``f``) and the rest of ``f``."""
+    h = hashlib.sha256(first)
+    for block in iter(lambda: f.read(_BLOCK), b""):
+        h.update(block)
     return h.hexdigest()
 
 
@@ -96,20 +104,6 @@ def _walk(root: Path) -> list[tuple[tuple[str, ...], os.DirEntry[str]]]:
                 stack.append((here, entry.path))
     out.sort(key=lambda item: item[0])
     return out
-
-
-def _head_and_hash(path: Path, hash_it: Callable[[bytes], bool]) -> tuple[bytes, str | None]:
-    """The first 4 KiB of a file and, when ``hash_it(head)`` says so, the sha256 of all of
-    it: one open and one read of the file."""
-    with path.open("rb") as f:
-        first = f.read(1 << 20)
-        head = first[:4096]
-        if not hash_it(head):
-            return head, None
-        h = hashlib.sha256(first)
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return head, h.hexdigest()
 
 
 def _snapshot(plan: Plan, seen: dict[int, str]) -> str:
@@ -162,22 +156,16 @@ def discover_all(kb: KnowledgeBase) -> tuple[list[Document], list[dict[str, str]
             continue
         if not any(match_glob(rel, g) for g in cfg.include) or any(match_glob(rel, g) for g in cfg.exclude):
             continue
-        found: list[DocFormat | None] = []
-
-        def is_document(head: bytes, path: Path = path, found: list[DocFormat | None] = found) -> bool:
-            found.append(sniff_format(path, head))
-            return found[0] is not None
-
         try:
             size = entry.stat().st_size
-            _head, content_hash = _head_and_hash(path, is_document)
+            with path.open("rb") as f:  # (one open and one read: its head says the format, all of it the hash)
+                first = f.read(_BLOCK)
+                fmt = sniff_format(path, first[:4096])
+                content_hash = _sha256(f, first) if fmt is not None else ""
         except OSError as exc:
             skipped.append({"path": rel, "reason": f"cannot be read: {exc.strerror or exc}"})
             continue
-        fmt = found[0] if found else None
-        if (
-            fmt is None or content_hash is None
-        ):  # not a document (images, archives): images are read through their documents
+        if fmt is None:  # not a document (images, archives): images are read through their documents
             if path.suffix.lower() not in _IMAGE_EXTENSIONS:
                 skipped.append(
                     {

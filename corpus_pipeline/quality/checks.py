@@ -144,9 +144,7 @@ PARENT_IDS = ("parent_id", "doc_path", "parent_index")
 
 def _blank(df: pd.DataFrame) -> pd.Series:
     """Rows whose text is missing or blank (``Partition``'s ``_blank``, computed with the spans)."""
-    if "_blank" in df.columns:
-        return df["_blank"].astype(bool)
-    return df["text"].isna() | df["text"].fillna("").astype(str).str.strip().eq("")
+    return df["_blank"].astype(bool)
 
 
 def _duplicated(df: pd.DataFrame, cols: list[str]) -> pd.Series:

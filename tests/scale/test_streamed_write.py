@@ -139,7 +139,7 @@ def test_a_write_that_fails_half_way_leaves_the_previous_table_readable(tmp_path
     assert _table(layout).equals(before)
 
 
-def test_an_edit_reads_only_the_files_new_since_the_last_write(tmp_path):
+def test_an_edit_reads_only_the_files_new_since_the_last_write(tmp_path, monkeypatch):
     """The table names the files it was written from: after one document's edit, the only
     documents read and hashed are those of the few files that are new, not the KB's."""
     layout = Layout(tmp_path / "t")
@@ -161,11 +161,8 @@ def test_an_edit_reads_only_the_files_new_since_the_last_write(tmp_path):
         hashed.extend(docs)
         return real(self, docs)
 
-    PartitionInput.rows_of = counting  # type: ignore[method-assign]
-    try:
-        write = write_search_input(layout, "big", "v1", source)
-    finally:
-        PartitionInput.rows_of = real  # type: ignore[method-assign]
+    monkeypatch.setattr(PartitionInput, "rows_of", counting)
+    write = write_search_input(layout, "big", "v1", source)
     assert (write.mode, write.docs_changed, write.rows_written) == ("merge", 1, PER_DOC)
     assert set(hashed) == maybe | {"doc007"}
     memory = Layout(tmp_path / "memory")
