@@ -3,7 +3,11 @@ one ``corpus_pipeline`` function each."""
 
 import warnings
 
-from dagster import BetaWarning, PreviewWarning
+from corpus_pipeline.store.memory import use_returning_pool
+
+use_returning_pool()  # first, before pyarrow's import: see corpus_pipeline/store/memory.py
+
+from dagster import BetaWarning, PreviewWarning  # noqa: E402
 
 # Deliberate uses of beta APIs (data versions on outputs, the kb dimension mapping).
 warnings.filterwarnings("ignore", category=BetaWarning)

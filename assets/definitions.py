@@ -9,7 +9,6 @@ from assets.executors import executor_from_env
 from assets.jobs import index_version_job, parse_kb_job
 from assets.maintenance import maintain_search_tables, weekly_maintenance
 from assets.sensors import kb_change_sensor, nightly_reindex
-from corpus_pipeline.store.memory import use_returning_pool
 from resources import CorpusResource, LLMResource, PartitionedParquetIOManager
 from resources.batch_io import BatchIOManager
 from resources.env import env_or
@@ -48,5 +47,4 @@ def build_definitions(home: str = "", executor: str | None = None, workers: int 
     )
 
 
-use_returning_pool()  # the code location, its runs' step processes and workers: see store/memory.py
 defs = build_definitions()

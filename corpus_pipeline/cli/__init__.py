@@ -76,11 +76,11 @@ def _fail(args: argparse.Namespace, code: str, message: str, status: int) -> int
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     from corpus_pipeline.store.memory import use_returning_pool
 
-    use_returning_pool()  # freed Arrow pages go back to the system between steps
+    use_returning_pool()  # before anything imports pyarrow: freed Arrow pages go back to the system
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:

@@ -36,6 +36,32 @@ def test_the_code_location_and_the_cli_use_jemalloc(tmp_path: Path) -> None:
     assert _backend(cli, **home) == "jemalloc"
 
 
+_SCAN = """
+import pyarrow as pa, pyarrow.dataset as ds, pyarrow.parquet as pq
+words = ["x" * 300 + str(i) for i in range(50_000)]
+pq.write_table(pa.table({"a": words}), PATH)
+kept = ds.dataset(PATH).to_table(filter=ds.field("a").isin(words[::7]))
+whole = pq.read_table(PATH)
+print(pa.mimalloc_memory_pool().max_memory() if "mimalloc" in pa.supported_memory_backends() else 0)
+"""
+
+
+@pytest.mark.parametrize(
+    "entry", ["import assets.definitions", "from corpus_pipeline.cli import main\nmain(['versions', '--kb', 'none'])"]
+)
+def test_arrows_own_buffers_come_from_the_chosen_pool_too(tmp_path: Path, entry: str) -> None:
+    """Why: ``pa.set_memory_pool`` leaves Arrow's C++ default (Parquet pages, file reads, a
+    dataset filter's temporaries) as pyarrow's import chose it, mimalloc, which kept what a
+    step freed. After an entry point, a filtered scan and a read take nothing from mimalloc."""
+    home = {"CORPUS_HOME": str(tmp_path), "DAGSTER_HOME": str(tmp_path / "dagster")}
+    base = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    script = entry + "\n" + _SCAN.replace("PATH", repr(str(tmp_path / "t.parquet")))
+    out = subprocess.run(
+        [sys.executable, "-c", script], env={**base, **home}, cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert int(out.stdout.strip().splitlines()[-1]) == 0, out.stdout
+
+
 def test_a_library_import_keeps_arrows_default_and_the_environment_wins(tmp_path: Path) -> None:
     assert _backend("import corpus_pipeline.api") == _backend("pass")  # importing does not choose
     env = {"ARROW_DEFAULT_MEMORY_POOL": "system", "CORPUS_HOME": str(tmp_path)}
