@@ -13,10 +13,10 @@ allocate from; Arrow's C++ default (its Parquet readers' page and decompression 
 reads, a dataset filter's temporaries) is chosen once, from ``ARROW_DEFAULT_MEMORY_POOL``, when
 pyarrow is imported. Setting only the first left those temporaries in mimalloc, which kept
 them: a 5,000-document KB's parent batches, run twice in one process, left it ~200 MB larger
-than with both set (``benchmarks/scale/RESULTS.md``, 2026-12-05). So ``use_returning_pool`` names jemalloc in the
-environment when pyarrow is not imported yet (this process and every process it starts:
-step processes, parse workers), and sets pyarrow's pool as well for a caller that imported
-pyarrow first.
+than with both set (``benchmarks/scale/RESULTS.md``, 2026-12-05). So ``use_returning_pool``
+names jemalloc in the environment when pyarrow is not imported yet (this process and every
+process it starts: step processes, parse workers), and sets pyarrow's pool as well for a
+caller that imported pyarrow first.
 
 ``use_returning_pool`` is called by the entry points only, first thing (the ``corpus`` CLI's
 ``main`` and the Dagster code location's package, ``assets``, which step processes and

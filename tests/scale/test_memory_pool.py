@@ -19,21 +19,32 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _backend(code: str, **env: str) -> str:
-    """The default pool's backend after ``code`` runs in a fresh interpreter."""
+#: The two entry points: the Dagster code location and the ``corpus`` CLI.
+ENTRIES = ("import assets.definitions", "from corpus_pipeline.cli import main\nmain(['versions', '--kb', 'none'])")
+
+
+def _last_line(script: str, **env: str) -> str:
+    """The last line ``script`` prints in a fresh interpreter, without the test process's
+    ``ARROW_DEFAULT_MEMORY_POOL`` (``env`` added)."""
     base = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    script = code + "\nimport pyarrow as pa\nprint(pa.default_memory_pool().backend_name)"
     out = subprocess.run(
         [sys.executable, "-c", script], env={**base, **env}, cwd=REPO, capture_output=True, text=True, check=True
     )
     return out.stdout.strip().splitlines()[-1]
 
 
+def _backend(code: str, **env: str) -> str:
+    """The default pool's backend after ``code`` runs in a fresh interpreter."""
+    return _last_line(code + "\nimport pyarrow as pa\nprint(pa.default_memory_pool().backend_name)", **env)
+
+
+def _home(tmp_path: Path) -> dict[str, str]:
+    return {"CORPUS_HOME": str(tmp_path), "DAGSTER_HOME": str(tmp_path / "dagster")}
+
+
 def test_the_code_location_and_the_cli_use_jemalloc(tmp_path: Path) -> None:
-    home = {"CORPUS_HOME": str(tmp_path), "DAGSTER_HOME": str(tmp_path / "dagster")}
-    assert _backend("import assets.definitions", **home) == "jemalloc"
-    cli = "from corpus_pipeline.cli import main\nmain(['versions', '--kb', 'none'])"
-    assert _backend(cli, **home) == "jemalloc"
+    for entry in ENTRIES:
+        assert _backend(entry, **_home(tmp_path)) == "jemalloc"
 
 
 _SCAN = """
@@ -46,20 +57,13 @@ print(pa.mimalloc_memory_pool().max_memory() if "mimalloc" in pa.supported_memor
 """
 
 
-@pytest.mark.parametrize(
-    "entry", ["import assets.definitions", "from corpus_pipeline.cli import main\nmain(['versions', '--kb', 'none'])"]
-)
+@pytest.mark.parametrize("entry", ENTRIES)
 def test_arrows_own_buffers_come_from_the_chosen_pool_too(tmp_path: Path, entry: str) -> None:
     """Why: ``pa.set_memory_pool`` leaves Arrow's C++ default (Parquet pages, file reads, a
     dataset filter's temporaries) as pyarrow's import chose it, mimalloc, which kept what a
     step freed. After an entry point, a filtered scan and a read take nothing from mimalloc."""
-    home = {"CORPUS_HOME": str(tmp_path), "DAGSTER_HOME": str(tmp_path / "dagster")}
-    base = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     script = entry + "\n" + _SCAN.replace("PATH", repr(str(tmp_path / "t.parquet")))
-    out = subprocess.run(
-        [sys.executable, "-c", script], env={**base, **home}, cwd=REPO, capture_output=True, text=True, check=True
-    )
-    assert int(out.stdout.strip().splitlines()[-1]) == 0, out.stdout
+    assert int(_last_line(script, **_home(tmp_path))) == 0
 
 
 def test_a_library_import_keeps_arrows_default_and_the_environment_wins(tmp_path: Path) -> None:
