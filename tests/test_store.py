@@ -319,3 +319,42 @@ def test_a_few_documents_rows_open_only_the_files_that_hold_them(root, monkeypat
     (older / MANIFEST).write_text(json.dumps(m))
     monkeypatch.setattr(parquet, "_FILE_DOCS", {})
     assert rows.of_docs(dataset(older), wanted).equals(expected)
+
+
+@pytest.mark.parametrize("piece", [1, 7, 50, 10_000])
+def test_a_table_streamed_in_pieces_is_written_as_the_whole_table_is(root, piece):
+    """``PartitionWriter`` cuts at the same boundaries whatever the pieces (even a piece
+    that ends inside a document), so the files and the manifest are those of one write."""
+    table = _docs(120, rows_per_doc=4)
+    whole = root / "whole"
+    streamed = root / "streamed"
+    write_partition(whole, {"data": table, "other": pa.table({"x": [1, 2]})}, docs_per_file=8)
+    writer = parquet.PartitionWriter(streamed, docs_per_file=8)
+    for start in range(0, table.num_rows, piece):
+        writer.add(table.slice(start, piece))
+    writer.add(pa.table({"x": [1]}), "other")
+    writer.add(pa.table({"x": [2]}), "other")
+    writer.commit()
+    a, b = read_manifest(whole), read_manifest(streamed)
+    assert b["files"] == a["files"] and b["docs"] == a["docs"] and b["rows"] == a["rows"]
+    assert read_partition(streamed, "data").equals(table)
+
+
+def test_a_stream_that_stops_before_its_commit_leaves_the_previous_version(root):
+    folder = root / "child_chunks" / "kb=a" / "strategy_version=v1"
+    write_partition(folder, _docs(10), docs_per_file=2)
+    writer = parquet.PartitionWriter(folder, docs_per_file=2)
+    writer.add(_docs(40, text="new"))  # complete batches are written beside the old files...
+    assert read_partition(folder).equals(_docs(10))  # ...but the manifest still lists the old
+    write_partition(folder, _docs(3), docs_per_file=2)  # the next write removes what it left
+    assert read_partition(folder).equals(_docs(3))
+    assert len([n for n in _names(folder) if n.endswith(".parquet")]) == len(partition_files(folder)["data"])
+
+
+def test_an_empty_stream_is_one_empty_table(root):
+    folder = root / "p"
+    writer = parquet.PartitionWriter(folder)
+    writer.add(_docs(0))
+    writer.commit()
+    assert read_partition(folder).num_rows == 0
+    assert read_partition(folder).schema.names == ["doc_id", "text"]

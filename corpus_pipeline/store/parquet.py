@@ -70,25 +70,41 @@ def _is_boundary(doc_id: str, every: int) -> bool:
     return int.from_bytes(hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest(), "big") % every == 0
 
 
-def batches(table: pa.Table, every: int = DOCS_PER_FILE, max_rows: int = MAX_FILE_ROWS) -> list[pa.Table]:
-    """``table`` cut into batches of whole documents (or, without ``doc_id``, of chunks), in
-    table order, at content-defined boundaries; one batch for a table with neither column
-    or with no rows."""
-    key = next(((col, k) for col, k in BATCH_KEYS if col in table.column_names), None)
-    if key is None or table.num_rows == 0:
-        return [table]
+def _batch_key(table: pa.Table) -> tuple[str, int] | None:
+    """The column a table is cut by (``BATCH_KEYS``) and its rows per key, or None."""
+    return next(((col, k) for col, k in BATCH_KEYS if col in table.column_names), None)
+
+
+def _cut(table: pa.Table, every: int, max_rows: int) -> tuple[list[pa.Table], pa.Table]:
+    """``table``'s complete batches, and the rows after the last cut: a run of whole
+    documents whose last is not a boundary (or the start of a document the next rows may
+    continue), which the next rows of a stream extend (``PartitionWriter``)."""
+    key = _batch_key(table)
+    assert key is not None
     every *= key[1]
     ids = table.column(key[0]).to_pylist()
     out: list[pa.Table] = []
     start = 0
     for i, doc in enumerate(ids):
-        last_of_doc = i + 1 == len(ids) or ids[i + 1] != doc
-        if last_of_doc and (_is_boundary(str(doc), every) or i + 1 - start >= max_rows):
+        if i + 1 < len(ids) and ids[i + 1] == doc:
+            continue  # (not the document's last row)
+        if i + 1 < len(ids) and (_is_boundary(str(doc), every) or i + 1 - start >= max_rows):
             out.append(table.slice(start, i + 1 - start))
             start = i + 1
-    if start < len(ids):
-        out.append(table.slice(start))
-    return out
+    rest = table.slice(start)
+    # The last document of ``table`` may go on in the next rows: it is cut only when they
+    # begin another one (or the stream ends, ``PartitionWriter.commit``).
+    return out, rest
+
+
+def batches(table: pa.Table, every: int = DOCS_PER_FILE, max_rows: int = MAX_FILE_ROWS) -> list[pa.Table]:
+    """``table`` cut into batches of whole documents (or, without ``doc_id``, of chunks), in
+    table order, at content-defined boundaries; one batch for a table with neither column
+    or with no rows."""
+    if _batch_key(table) is None or table.num_rows == 0:
+        return [table]
+    done, rest = _cut(table, every, max_rows)
+    return [*done, rest] if rest.num_rows else done
 
 
 def _content_key(table: pa.Table) -> str:
@@ -122,53 +138,91 @@ def write_partition(
     many files (and bytes) this write actually wrote, the rest being unchanged batches.
     ``docs_per_file``: the expected documents per file (``DOCS_PER_FILE``).
     """
-    every = docs_per_file or DOCS_PER_FILE
-    folder = UPath(folder)
-    if isinstance(tables, pa.Table):
-        tables = {DEFAULT_NAME: tables}
-    _recover(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    present = {p.name for p in _list(folder)}
-    known = read_manifest(folder).get("keys") or {}
-    keys: dict[str, str] = {}
-    files: dict[str, list[str]] = {}
-    docs: dict[str, dict[str, list[str]]] = {}
-    written_files = written_bytes = 0
-    for name, table in tables.items():
-        names = files.setdefault(name, [])
-        for batch in batches(table, every):
-            key = f"{name}:{_content_key(batch)}"
-            fname = str(known.get(key, ""))
-            if fname not in present:
-                data = _encode(batch)
-                fname = f"{name}-{hashlib.blake2b(data, digest_size=8).hexdigest()}.parquet"
-                if fname not in present:
-                    put_bytes(folder / fname, data)
-                    present.add(fname)
-                    written_files += 1
-                    written_bytes += len(data)
-            # (else an unchanged batch: not encoded, not written)
-            names.append(fname)  # (twice if two batches are byte-identical: read twice, as written)
-            keys[key] = fname
-            if "doc_id" in batch.column_names:
-                docs.setdefault(name, {})[fname] = [str(d) for d in pc.unique(batch.column("doc_id")).to_pylist()]
-    info = {
-        **dict(manifest or {}),
-        "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "rows": {name: t.num_rows for name, t in tables.items()},
-        "files": files,
-        "docs": docs,
-        "keys": keys,
-        "written": {"files": written_files, "bytes": written_bytes},
-    }
-    put_bytes(folder / MANIFEST, json.dumps(info, indent=2, sort_keys=True, default=str).encode("utf-8"))
-    listed = {f for names in files.values() for f in names}
-    for p in _list(folder):
-        if p.name not in listed:
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
-    _remove_leftovers(folder)
-    return [folder / f for names in files.values() for f in names]
+    writer = PartitionWriter(folder, docs_per_file=docs_per_file)
+    for name, table in ({DEFAULT_NAME: tables} if isinstance(tables, pa.Table) else tables).items():
+        writer.add(table, name)
+    return writer.commit(manifest)
+
+
+class PartitionWriter:
+    """A partition written as a stream: ``add`` a table's rows in order, any number of
+    pieces (a merge's groups of documents), then ``commit``. The files are the same as
+    ``write_partition`` of the whole table (the batches are cut at the same boundaries), each
+    written as soon as it is complete: what is held is the rows after the last cut, not the
+    table. Nothing is visible until ``commit`` replaces the manifest; a writer dropped before
+    it leaves the previous version as it was (and files its next write removes)."""
+
+    def __init__(self, folder: UPath | Path, *, docs_per_file: int | None = None) -> None:
+        self.folder = UPath(folder)
+        self.every = docs_per_file or DOCS_PER_FILE
+        _recover(self.folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._present = {p.name for p in _list(self.folder)}
+        self._known = read_manifest(self.folder).get("keys") or {}
+        self._keys: dict[str, str] = {}
+        self.files: dict[str, list[str]] = {}
+        self._docs: dict[str, dict[str, list[str]]] = {}
+        self.rows: dict[str, int] = {}
+        self.schemas: dict[str, pa.Schema] = {}
+        self._rest: dict[str, pa.Table] = {}
+        self._written = [0, 0]  # files, bytes
+
+    def add(self, table: pa.Table, name: str = DEFAULT_NAME) -> None:
+        """Append ``table``'s rows to table ``name`` (its schema that of the first piece)."""
+        schema = self.schemas.setdefault(name, table.schema)
+        self.files.setdefault(name, [])
+        self.rows[name] = self.rows.get(name, 0) + table.num_rows
+        if _batch_key(table) is None:  # (one file: held until the end)
+            rest = self._rest.get(name)
+            self._rest[name] = table if rest is None else pa.concat_tables([rest, table.cast(schema)])
+            return
+        rest = self._rest.get(name)
+        joined = table if rest is None or rest.num_rows == 0 else pa.concat_tables([rest, table.cast(schema)])
+        done, self._rest[name] = _cut(joined, self.every, MAX_FILE_ROWS)
+        for batch in done:
+            self._put(name, batch)
+
+    def _put(self, name: str, batch: pa.Table) -> None:
+        key = f"{name}:{_content_key(batch)}"
+        fname = str(self._known.get(key, ""))
+        if fname not in self._present:
+            data = _encode(batch)
+            fname = f"{name}-{hashlib.blake2b(data, digest_size=8).hexdigest()}.parquet"
+            if fname not in self._present:
+                put_bytes(self.folder / fname, data)
+                self._present.add(fname)
+                self._written[0] += 1
+                self._written[1] += len(data)
+        # (else an unchanged batch: not encoded, not written)
+        self.files[name].append(fname)  # (twice if two batches are byte-identical: read twice, as written)
+        self._keys[key] = fname
+        if "doc_id" in batch.column_names:
+            self._docs.setdefault(name, {})[fname] = [str(d) for d in pc.unique(batch.column("doc_id")).to_pylist()]
+
+    def commit(self, manifest: Mapping[str, object] | None = None) -> list[UPath]:
+        """Write the last batches, then the manifest (the switch), then delete the files it
+        does not list; returns the partition's files."""
+        for name, rest in self._rest.items():
+            if rest.num_rows or not self.files[name]:  # (an empty table is one empty file)
+                self._put(name, rest if rest.num_rows else self.schemas[name].empty_table())
+        self._rest = {}
+        info = {
+            **dict(manifest or {}),
+            "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "rows": dict(self.rows),
+            "files": self.files,
+            "docs": self._docs,
+            "keys": self._keys,
+            "written": {"files": self._written[0], "bytes": self._written[1]},
+        }
+        put_bytes(self.folder / MANIFEST, json.dumps(info, indent=2, sort_keys=True, default=str).encode("utf-8"))
+        listed = {f for names in self.files.values() for f in names}
+        for p in _list(self.folder):
+            if p.name not in listed:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+        _remove_leftovers(self.folder)
+        return [self.folder / f for names in self.files.values() for f in names]
 
 
 def _list(folder: UPath) -> list[UPath]:
