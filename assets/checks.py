@@ -97,18 +97,29 @@ def check_results(asset_name: str, outcomes: list[CheckOutcome]) -> list[AssetCh
     return results
 
 
-def quality_outcomes(asset_name: str, kb: KnowledgeBase, partition: Any, **tables: Any) -> list[CheckOutcome]:
+def quality_outcomes(
+    asset_name: str, kb: KnowledgeBase, partition: Any, *, by_docs: list[str] | None = None, **tables: Any
+) -> list[CheckOutcome]:
     """Resolve the KB's thresholds and run the asset's checks over this partition's tables
     (``parents``/``texts`` for parent_blocks; ``children``/``parents``/``texts`` for
-    child_chunks; ``embeddings``/``children`` for chunk_embeddings)."""
+    child_chunks; ``embeddings``/``children`` for chunk_embeddings). With ``by_docs`` (the
+    documents in the tables' order) they run a group of documents at a time
+    (``quality.run.CheckRun``): no check turns the partition's rows into frames at once."""
     from corpus_pipeline.quality.bounds import Thresholds, resolve_thresholds
-    from corpus_pipeline.quality.run import crashed, run_checks
+    from corpus_pipeline.quality.run import CheckRun, crashed, run_checks
 
     try:
         thresholds = resolve_thresholds(kb)
     except Exception as exc:  # noqa: BLE001 - every check fails, saying why
         return [crashed(c, exc, Thresholds(token_limit=0), _key(partition)) for c in checks_for(asset_name)]
-    return run_checks(asset_name, thresholds, _key(partition), **tables)
+    if by_docs is None:
+        return run_checks(asset_name, thresholds, _key(partition), **tables)
+    from corpus_pipeline.indexing.rows import by_document_groups
+
+    run = CheckRun(asset_name, thresholds, _key(partition))
+    for group in by_document_groups(tables, by_docs):
+        run.add(**group)
+    return run.outcomes()
 
 
 def _key(partition: Any) -> str:

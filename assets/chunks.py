@@ -154,7 +154,9 @@ def parents_merge(
     result = indexing.merge_chunks(work, previous, parts, schemas.PARENT_BLOCKS)
     remove_staging(corpus.home, context.run_id, "parent_blocks")
     table = result.table
-    outcomes = quality_outcomes("parent_blocks", kb, context.partition_key, parents=table, texts=parsed_blocks["texts"])
+    outcomes = quality_outcomes(
+        "parent_blocks", kb, context.partition_key, by_docs=work.order, parents=table, texts=parsed_blocks["texts"]
+    )
     result.checks = [o.to_dict() for o in outcomes]
     yield Output(
         result,
@@ -258,8 +260,9 @@ def children_merge(
     remove_staging(corpus.home, context.run_id, "child_chunks")
     table = result.table
     outcomes = quality_outcomes(
-        "child_chunks", kb, context.partition_key, children=table, parents=parent_blocks, texts=parsed_blocks["texts"]
-    )
+        "child_chunks", kb, context.partition_key, by_docs=work.order,
+        children=table, parents=parent_blocks, texts=parsed_blocks["texts"],
+    )  # fmt: skip
     result.checks = [o.to_dict() for o in outcomes]
     yield Output(
         result,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pyarrow as pa
 import pytest
 
 from corpus_pipeline import indexing
@@ -234,3 +235,17 @@ def test_a_batch_reading_datasets_builds_what_it_builds_from_tables(tmp_path):
     kids = indexing.child_batch(kb, version, parents, parsed, {}, ids, _tools(kb)).tables
     from_files = indexing.child_batch(kb, version, dataset(tmp_path / "parents"), lazy, {}, ids, _tools(kb))
     assert kids.num_rows and from_files.tables.equals(kids) and from_files.stats.documents == len(ids)
+
+
+def test_a_partitions_tables_are_cut_into_groups_of_whole_documents_in_order():
+    """What the chunk merges check a group at a time: each group holds its documents' rows of
+    every table (in table order), and a row of a document the order does not know goes with
+    the last group, so a check still sees it."""
+    from corpus_pipeline.indexing.rows import by_document_groups
+
+    children = pa.table({"doc_id": ["a", "a", "b", "c", "c", "zz", "d"], "n": [1, 2, 3, 4, 5, 6, 7]})
+    texts = pa.table({"doc_id": ["a", "b", "c", "d"], "t": ["A", "B", "C", "D"]})
+    groups = list(by_document_groups({"children": children, "texts": texts, "plain": 1}, ["a", "b", "c", "d"], 2))
+    assert [g["children"].column("n").to_pylist() for g in groups] == [[1, 2, 3], [4, 5, 6, 7]]
+    assert [g["texts"].column("t").to_pylist() for g in groups] == [["A", "B"], ["C", "D"]]
+    assert [g["plain"] for g in groups] == [1, 1]

@@ -39,29 +39,55 @@ ASSETS = ("parent_blocks", "child_chunks", "chunk_embeddings")
 @dataclass
 class Finding:
     """What a check found: the failing rows, and each broken rule's count (a rule of the
-    whole table, a quantile say, reports what it observed instead of rows)."""
+    whole table, a quantile say, reports what it observed instead of rows).
+
+    ``masks``: which rules each failing row broke (one boolean column per rule), what lets
+    the findings of a partition's groups of documents be added up (``quality.run.CheckRun``);
+    ``count``: the failing rows when ``failing`` holds only the worst of them. A rule in
+    ``applies`` (the rows it applies to) fails only when more than ``share`` of those rows
+    break it (``Finding.settle``)."""
 
     failing: Any = None  # pd.DataFrame of the rows that broke a rule (None for table rules)
     broken: dict[str, Any] = field(default_factory=dict)  # rule -> rows breaking it, or what was observed
     observed: dict[str, Any] = field(default_factory=dict)
     detail: str = ""  # said in the message after the counts (quantile figures)
+    masks: Any = None  # pd.DataFrame: a boolean column per rule, a row per failing row
+    count: int | None = None
+    applies: dict[str, int] = field(default_factory=dict)
+    share: float | None = None
 
     @classmethod
-    def rows(cls, rules: Mapping[str, pd.Series], frame: pd.DataFrame) -> Finding:
+    def rows(
+        cls, rules: Mapping[str, pd.Series], frame: pd.DataFrame, *, applies: Mapping[str, int] | None = None,
+        share: float | None = None,
+    ) -> Finding:  # fmt: skip
         """From boolean masks over ``frame``, one per rule (True: the row breaks it)."""
-        broken = {rule: int(mask.sum()) for rule, mask in rules.items() if mask.any()}
-        failing = frame.iloc[0:0]
-        if broken:
-            import pandas as pd
+        import pandas as pd
 
-            any_bad = pd.concat(list(rules.values()), axis=1).any(axis=1)
-            failing = frame[any_bad.to_numpy()]
-        return cls(failing, broken)
+        masks = pd.DataFrame({rule: mask.to_numpy(dtype=bool) for rule, mask in rules.items()}, index=frame.index)
+        any_bad = masks.any(axis=1).to_numpy() if len(rules) else [False] * len(frame)
+        found = cls(frame[any_bad], {}, masks=masks[any_bad], applies=dict(applies or {}), share=share)
+        found.broken = {rule: int(n) for rule, n in found.masks.sum().items() if n}
+        return found.settle()
+
+    def settle(self) -> Finding:
+        """Drop the rules that a share of their rows may break (``applies``, ``share``) and
+        are within it, and the rows that broke only those."""
+        if self.share is None or self.masks is None:
+            return self
+        within = [r for r in self.masks.columns if self.masks[r].sum() <= self.share * self.applies.get(r, 0)]
+        if within:
+            self.masks = self.masks.drop(columns=within)
+            keep = self.masks.any(axis=1).to_numpy()
+            self.failing, self.masks = self.failing[keep], self.masks[keep]
+            self.broken = {r: n for r, n in self.broken.items() if r not in within}
+        return self
 
     @property
     def failed(self) -> int:
-        if self.failing is not None and len(self.failing):
-            return max([len(self.failing)] + [v for v in self.broken.values() if isinstance(v, int)])
+        if self.failing is not None and (len(self.failing) or self.count):
+            rows = self.count if self.count is not None else len(self.failing)
+            return max([rows] + [v for v in self.broken.values() if isinstance(v, int)])
         return len(self.broken)
 
 
@@ -86,6 +112,11 @@ class CheckDef:
     limit: str | Callable[[Thresholds], Any] | None = None  # a column name, or the limit's value
     fix: str | Callable[[Thresholds], str] = ""
     engine: str = "pandas"
+    # "rows": a rule of each row (with its document's rows), run over a partition a group of
+    # documents at a time and added up; "partition": of the whole table's ``reads`` columns.
+    scope: Literal["rows", "partition"] = "rows"
+    reads: tuple[str, ...] = ()
+    unique_across: str | None = None  # an id column whose values must be unique across groups
 
     @property
     def description(self) -> str:
@@ -151,9 +182,11 @@ def _duplicated(df: pd.DataFrame, cols: list[str]) -> pd.Series:
     return df.duplicated(subset=cols, keep="first") if len(df) else df.index.to_series().astype(bool)
 
 
-def _unique_rules(df: pd.DataFrame, id_col: str, index_col: str) -> dict[str, pd.Series]:
+def _unique_rules(df: pd.DataFrame, id_col: str, index_col: str, seen: Any = ()) -> dict[str, pd.Series]:
+    """``seen``: the ids of the partition's earlier groups of documents (``Partition.seen``)."""
+    earlier = df[id_col].isin(seen) if len(seen) else df[id_col].isna() & False
     return {
-        f"{id_col} unique": _duplicated(df, [id_col]),
+        f"{id_col} unique": _duplicated(df, [id_col]) | earlier,
         f"(doc_id, {index_col}) unique": _duplicated(df, ["doc_id", index_col]),
         "(doc_id, start, end, text) unique": _duplicated(df, ["doc_id", "start_offset", "end_offset", "text"]),
     }
@@ -236,10 +269,10 @@ def parent_not_empty(p: Partition, th: Thresholds) -> Finding:
     summary="parent ids, (doc, index) and (doc, span, text) are unique", ids=PARENT_IDS,
     columns=("start_offset", "end_offset"),
     threshold=lambda th: {"unique": ["parent_id", "(doc_id, parent_index)", "(doc_id, start, end, text)"]},
-    fix="Duplicate parents: ids or spans repeat within the partition.",
+    fix="Duplicate parents: ids or spans repeat within the partition.", unique_across="parent_id",
 )  # fmt: skip
 def parent_unique(p: Partition, th: Thresholds) -> Finding:
-    return Finding.rows(_unique_rules(p.parents, "parent_id", "parent_index"), p.parents)
+    return Finding.rows(_unique_rules(p.parents, "parent_id", "parent_index", p.seen("parent_id")), p.parents)
 
 
 @check(
@@ -267,7 +300,7 @@ def parent_size_within_plan(p: Partition, th: Thresholds) -> Finding:
     "parent_quantiles", asset="parent_blocks", severity="WARN", noun="parent blocks",
     summary="p5/p50/p95 of char_count and token_count in range", threshold=_quantile_threshold("parent"),
     fix="The distribution of parent sizes is outside the configured ranges (kb.yaml quality.parent).",
-    engine="great_expectations",
+    engine="great_expectations", scope="partition", reads=("char_count", "token_count"),
 )  # fmt: skip
 def parent_quantiles(p: Partition, th: Thresholds) -> Finding:
     return _quantiles("parent", p, th)
@@ -302,10 +335,10 @@ def child_not_empty(p: Partition, th: Thresholds) -> Finding:
     summary="chunk ids, (doc, index) and (doc, span, text) are unique", ids=CHILD_IDS,
     columns=("start_offset", "end_offset"),
     threshold=lambda th: {"unique": ["chunk_id", "(doc_id, chunk_index)", "(doc_id, start, end, text)"]},
-    fix="The same chunk appears twice: ids or spans repeat within the partition.",
+    fix="The same chunk appears twice: ids or spans repeat within the partition.", unique_across="chunk_id",
 )  # fmt: skip
 def child_unique(p: Partition, th: Thresholds) -> Finding:
-    return Finding.rows(_unique_rules(p.children, "chunk_id", "chunk_index"), p.children)
+    return Finding.rows(_unique_rules(p.children, "chunk_id", "chunk_index", p.seen("chunk_id")), p.children)
 
 
 @check(
@@ -384,14 +417,9 @@ def child_size_above_minimum(p: Partition, th: Thresholds) -> Finding:
         "char_count >= min_chars": df["_min_chars"].notna() & (df["char_count"] < df["_min_chars"]),
         "token_count >= min_tokens": df["_min_tokens"].notna() & (df["token_count"] < df["_min_tokens"]),
     }
-    allowed = th.child.small_share
     # a share of small chunks is allowed: a rule fails when more than that share of the rows it applies to break it
-    kept = {}
-    for rule, mask in rules.items():
-        applies = int((df["_min_chars"] if "chars" in rule else df["_min_tokens"]).notna().sum())
-        if applies and mask.sum() > allowed * applies:
-            kept[rule] = mask
-    return Finding.rows(kept, df)
+    applies = {rule: int((df["_min_chars"] if "chars" in rule else df["_min_tokens"]).notna().sum()) for rule in rules}
+    return Finding.rows(rules, df, applies=applies, share=th.child.small_share)
 
 
 @check(
@@ -452,7 +480,7 @@ def child_recut(p: Partition, th: Thresholds) -> Finding:
     "child_quantiles", asset="child_chunks", severity="WARN", noun="chunks",
     summary="p5/p50/p95 of char_count and token_count in range", threshold=_quantile_threshold("child"),
     fix="The distribution of chunk sizes is outside the configured ranges (kb.yaml quality.child).",
-    engine="great_expectations",
+    engine="great_expectations", scope="partition", reads=("char_count", "token_count"),
 )  # fmt: skip
 def child_quantiles(p: Partition, th: Thresholds) -> Finding:
     return _quantiles("child", p, th)

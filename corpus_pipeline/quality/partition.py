@@ -62,13 +62,20 @@ class Partition:
         children: Table | None = None,
         texts: Table | Mapping[str, str] | None = None,
         embeddings: pa.Table | None = None,
+        seen: Mapping[str, set[str]] | None = None,
     ) -> None:
         self.key = key
+        self._seen = seen or {}
         self.th = thresholds
         self._parents = parents
         self._children = children
         self._texts = texts
         self._embeddings = embeddings
+
+    def seen(self, id_column: str) -> set[str]:
+        """The ``id_column`` values of the partition's groups of documents checked before
+        this one (``quality.run.CheckRun``; empty for a partition checked whole)."""
+        return self._seen.get(id_column, set())
 
     # ------------------------------------------------------------------ documents
 

@@ -15,7 +15,12 @@ A check that raises is a failed check (of its severity) saying so, never a silen
 from __future__ import annotations
 
 import math
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from corpus_pipeline.quality.bounds import Thresholds
 from corpus_pipeline.quality.checks import CheckDef, Finding, checks_for
@@ -125,16 +130,153 @@ def _checked(c: CheckDef, p: Partition) -> int:
 def run_checks(asset: str, thresholds: Thresholds, partition: str = "", **tables: Any) -> list[CheckOutcome]:
     """Every check of ``asset`` over one partition's tables: ``parents``/``texts`` for
     parent_blocks; ``children``/``parents``/``texts`` for child_chunks;
-    ``embeddings``/``children`` for chunk_embeddings."""
-    p = Partition(partition, thresholds, **tables)
-    out = []
-    for c in checks_for(asset):
-        try:
-            found = c.validate(p, thresholds)
-            out.append(outcome(c, found, p, thresholds, _checked(c, p)))
-        except Exception as exc:  # noqa: BLE001 - a check that cannot run fails, loudly
-            out.append(crashed(c, exc, thresholds, partition))
-    return out
+    ``embeddings``/``children`` for chunk_embeddings (``CheckRun`` of one group)."""
+    run = CheckRun(asset, thresholds, partition)
+    run.add(**tables)
+    return run.outcomes()
+
+
+@dataclass
+class _Sum:
+    """One row check's findings over the groups so far: failing rows counted by the rules
+    they broke, the worst (or first) ``MAX_EXAMPLES`` of each such set of rules kept."""
+
+    patterns: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    examples: dict[tuple[str, ...], pd.DataFrame] = field(default_factory=dict)
+    other: dict[str, Any] = field(default_factory=dict)  # broken entries without rows
+    observed: dict[str, Any] = field(default_factory=dict)
+    applies: Counter[str] = field(default_factory=Counter)
+    share: float | None = None
+    detail: str = ""
+    rules: list[str] = field(default_factory=list)
+    checked: int = 0
+    columns: Any = None  # the failing frame's empty form (the columns examples show)
+
+    def add(self, c: CheckDef, found: Finding, offset: int) -> None:
+        self.share = found.share
+        self.applies.update(found.applies)
+        self.detail = found.detail or self.detail
+        for k, v in found.observed.items():
+            prev = self.observed.get(k)
+            both = isinstance(v, (int, float)) and isinstance(prev, (int, float))
+            self.observed[k] = prev + v if both else v
+        masks, failing = found.masks, found.failing
+        if masks is None or failing is None:
+            self.other.update(found.broken)
+            return
+        if self.columns is None:
+            self.columns = failing.iloc[0:0]
+        self.rules += [r for r in masks.columns if r not in self.rules]
+        self.other.update({k: v for k, v in found.broken.items() if k not in masks.columns})
+        if not len(failing):
+            return
+        names = np.array(list(masks.columns))
+        flags = masks.to_numpy(dtype=bool)
+        uniq, inverse, counts = np.unique(flags, axis=0, return_inverse=True, return_counts=True)
+        failing = failing.assign(**{_SEQ: np.arange(len(failing)) + offset})
+        for i, (row, n) in enumerate(zip(uniq, counts, strict=True)):
+            key = tuple(names[row])
+            self.patterns[key] += int(n)
+            rows = failing[np.asarray(inverse).reshape(-1) == i]
+            prev = self.examples.get(key)
+            self.examples[key] = _worst_first(c, rows if prev is None else pd.concat([prev, rows])).head(MAX_EXAMPLES)
+
+    def finding(self, c: CheckDef) -> Finding:
+        total = Counter({r: sum(n for k, n in self.patterns.items() if r in k) for r in self.rules})
+        kept = [r for r in self.rules if total[r] and (self.share is None or total[r] > self.share * self.applies[r])]
+        if self.columns is None:  # (no group had rows for this check, or a table rule)
+            return Finding(
+                None if not self.rules and self.other else self.columns, dict(self.other), self.observed, self.detail
+            )
+        keys = [k for k in self.patterns if set(k) & set(kept)]
+        parts = [self.examples[k] for k in keys]
+        failing = _worst_first(c, pd.concat(parts)) if parts else self.columns
+        broken = {r: int(total[r]) for r in kept} | self.other
+        count = sum(self.patterns[k] for k in keys)
+        return Finding(failing.drop(columns=[_SEQ], errors="ignore"), broken, self.observed, self.detail, count=count)
+
+
+_SEQ = "__seq"
+
+
+def _worst_first(c: CheckDef, rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows worst first by the check's figure, else in table order (``_SEQ``)."""
+    keys = ([c.figure] if c.figure and c.figure in rows.columns else []) + ([_SEQ] if _SEQ in rows.columns else [])
+    if not keys:
+        return rows
+    return rows.sort_values(
+        keys, ascending=[False] * (len(keys) - 1) + [True] if _SEQ in keys else [False], kind="stable"
+    )
+
+
+class CheckRun:
+    """The checks of one asset over one partition given as groups of whole documents
+    (``add`` each group's tables: its documents' rows), so no check holds the partition's
+    rows as frames at once. Row checks are added up group by group (ids checked unique
+    across groups too); a check of the whole table's distribution (``scope="partition"``)
+    runs at the end over the columns it ``reads``, collected from every group. One group is
+    the partition checked whole (``run_checks``): the same outcomes either way."""
+
+    def __init__(self, asset: str, thresholds: Thresholds, partition: str = "") -> None:
+        self.asset, self.th, self.key = asset, thresholds, partition
+        self.checks = checks_for(asset)
+        self._sums = {c.name: _Sum() for c in self.checks}
+        self._crashed: dict[str, CheckOutcome] = {}
+        self._seen: dict[str, set[str]] = {c.unique_across: set() for c in self.checks if c.unique_across}
+        self._columns: dict[str, list[pd.DataFrame]] = {c.name: [] for c in self.checks if c.scope == "partition"}
+        self._rows = 0
+
+    def add(self, **tables: Any) -> None:
+        p = Partition(self.key, self.th, seen=self._seen, **tables)
+        for c in self.checks:
+            if c.name in self._crashed:
+                continue
+            try:
+                if c.scope == "partition":
+                    frame = _frame_of(c, p)
+                    self._columns[c.name].append(frame[[col for col in c.reads if col in frame.columns]])
+                    continue
+                found = c.validate(p, self.th)
+                self._sums[c.name].add(c, found, self._rows)
+                self._sums[c.name].checked += _checked(c, p)
+            except Exception as exc:  # noqa: BLE001 - a check that cannot run fails, loudly
+                self._crashed[c.name] = crashed(c, exc, self.th, self.key)
+        for col in self._seen:
+            frame = p.parents if col == "parent_id" else p.children
+            if col in frame.columns:
+                self._seen[col].update(str(v) for v in frame[col].dropna())
+        self._rows += len(_frame_of(self.checks[0], p)) if self.checks else 0
+
+    def outcomes(self) -> list[CheckOutcome]:
+        out = []
+        whole = Partition(self.key, self.th)
+        for c in self.checks:
+            if c.name in self._crashed:
+                out.append(self._crashed[c.name])
+                continue
+            try:
+                if c.scope == "partition":
+                    parts = self._columns[c.name]
+                    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(c.reads))
+                    view = _Columns(self.key, frame)
+                    out.append(outcome(c, c.validate(view, self.th), whole, self.th, len(frame)))  # type: ignore[arg-type]
+                else:
+                    s = self._sums[c.name]
+                    out.append(outcome(c, s.finding(c), whole, self.th, s.checked))
+            except Exception as exc:  # noqa: BLE001
+                out.append(crashed(c, exc, self.th, self.key))
+        return out
+
+
+class _Columns:
+    """What a check of the whole table's distribution reads: the collected columns."""
+
+    def __init__(self, key: str, frame: pd.DataFrame) -> None:
+        self.key, self.parents, self.children = key, frame, frame
+
+
+def _frame_of(c: CheckDef, p: Partition) -> pd.DataFrame:
+    return p.parents if c.asset == "parent_blocks" else p.children if c.asset == "child_chunks" else p.embeddings
 
 
 def crashed(c: CheckDef, exc: BaseException, thresholds: Thresholds, partition: str = "") -> CheckOutcome:

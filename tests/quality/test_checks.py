@@ -356,3 +356,58 @@ def test_vector_columns_of_a_chunked_sliced_column_with_a_null_are_its_rows():
     assert split["_norm"].tolist()[:2] == [5.0, 1.0] and np.isnan(split["_norm"][2])
     assert split["_norm"].tolist()[3:] == [0.0, 1.0, 2.0]
     assert partition.vector_columns(pa.chunked_array([], arr.type)).empty
+
+
+def _of_docs(table: Any, docs: set[str]) -> Any:
+    if isinstance(table, pd.DataFrame):
+        return table[table["doc_id"].isin(docs)].reset_index(drop=True)
+    return table.filter(pa.compute.is_in(table.column("doc_id"), value_set=pa.array(sorted(docs))))
+
+
+_GROUPED = [
+    *[(c, b) for c, b in BREAKERS if declaration(c).asset != "chunk_embeddings"],
+    ("child_unique", lambda: {"children": _set(_children(), 2, chunk_id="c0")}),  # across two groups
+    ("parent_unique", lambda: {"parents": _set(_parents(), 1, parent_id="p0")}),
+    ("clean", dict),
+]
+
+
+@pytest.mark.parametrize(("check", "breaker"), _GROUPED, ids=[f"{c}-{i}" for i, (c, _) in enumerate(_GROUPED)])
+def test_a_partition_checked_a_document_at_a_time_gets_the_outcomes_of_one_checked_whole(check, breaker):
+    """``CheckRun`` over groups of whole documents (what a merge that streams its partition
+    runs) says what the whole partition's check says: pass or fail, counts, message, examples;
+    an id repeated in two groups is a duplicate too."""
+    from corpus_pipeline.quality.run import CheckRun
+
+    args = {"parents": _parents(), "children": _children(), "texts": _texts(), "th": THRESHOLDS, **breaker()}
+    th = args.pop("th")
+    for asset, names in (("parent_blocks", ("parents", "texts")), ("child_chunks", ("children", "parents", "texts"))):
+        tables = {n: args[n] for n in names}
+        whole = _by_name(_run_checks(asset, th, tables))
+        run = CheckRun(asset, th, "kb|v")
+        docs = sorted(
+            {
+                d
+                for t in tables.values()
+                for d in (t["doc_id"] if isinstance(t, pd.DataFrame) else t.column("doc_id").to_pylist())
+            }
+        )
+        for doc in docs:
+            run.add(**{n: _of_docs(t, {doc}) for n, t in tables.items()})
+        grouped = _by_name(run.outcomes())
+        for name, o in whole.items():
+            g = grouped[name]
+            assert (g.passed, g.failed, g.checked) == (o.passed, o.failed, o.checked), name
+            if name == "child_inside_parent" and not o.passed:
+                # A child naming another document's parent: in its own group that parent
+                # is not there, so the rule it breaks is "parent exists" (not "same document").
+                continue
+            assert (g.message, g.examples) == (o.message, o.examples), name
+        if check != "clean" and declaration(check).asset == asset:
+            assert not grouped[check].passed
+
+
+def _run_checks(asset: str, th: Thresholds, tables: dict[str, Any]) -> list[Any]:
+    from corpus_pipeline.quality.run import run_checks
+
+    return run_checks(asset, th, "kb|v", **tables)
