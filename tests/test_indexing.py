@@ -249,3 +249,15 @@ def test_a_partitions_tables_are_cut_into_groups_of_whole_documents_in_order():
     assert [g["children"].column("n").to_pylist() for g in groups] == [[1, 2, 3], [4, 5, 6, 7]]
     assert [g["texts"].column("t").to_pylist() for g in groups] == [["A", "B"], ["C", "D"]]
     assert [g["plain"] for g in groups] == [1, 1]
+
+
+def test_parts_are_put_in_document_order_keeping_each_documents_rows_in_order():
+    from corpus_pipeline.indexing.rows import in_doc_order
+
+    schema = pa.schema([("doc_id", pa.string()), ("n", pa.int64())])
+    a = pa.table({"doc_id": ["c", "c", "gone", "a"], "n": [5, 6, 0, 1]}, schema=schema)
+    b = pa.table({"doc_id": ["b", "a"], "n": [3, 2]}, schema=schema)
+    out = in_doc_order([a, b], ["a", "b", "c"], schema)
+    assert out.column("n").to_pylist() == [1, 2, 3, 5, 6]  # (a's rows in part order; "gone" dropped)
+    in_order = in_doc_order([b.slice(1), pa.table({"doc_id": ["b"], "n": [3]}, schema=schema)], ["a", "b"], schema)
+    assert in_order.column("n").to_pylist() == [2, 3] and in_order.column("n").num_chunks == 1
