@@ -184,7 +184,10 @@ def _duplicated(df: pd.DataFrame, cols: list[str]) -> pd.Series:
 
 def _unique_rules(df: pd.DataFrame, id_col: str, index_col: str, seen: Any = ()) -> dict[str, pd.Series]:
     """``seen``: the ids of the partition's earlier groups of documents (``Partition.seen``)."""
-    earlier = df[id_col].isin(seen) if len(seen) else df[id_col].isna() & False
+    import pandas as pd
+
+    # (a set lookup per row: pandas' isin copies the set on every call)
+    earlier = pd.Series([v in seen for v in df[id_col].tolist()] if len(seen) else False, index=df.index, dtype=bool)
     return {
         f"{id_col} unique": _duplicated(df, [id_col]) | earlier,
         f"(doc_id, {index_col}) unique": _duplicated(df, ["doc_id", index_col]),
