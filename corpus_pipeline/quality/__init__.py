@@ -3,7 +3,8 @@
     checks      every check: a function over a partition's tables returning the failing
                 rows, declared with its asset, severity, threshold and fix (``@check``)
     partition   the partition's tables as frames, with the values rules compare
-    run         run_checks(asset, thresholds, partition, **tables) -> CheckOutcome per check
+    run         run_checks(asset, thresholds, partition, **tables) -> CheckOutcome per check;
+                CheckRun: the same over a partition given a group of documents at a time
     gx          great-expectations, the engine of the distribution (quantile) checks
     config      the ``quality:`` section of ``kb.yaml`` (pydantic, strict, bounded)
     bounds      thresholds derived from the plan (``Strategy.size_bound``) and the model
