@@ -11,12 +11,14 @@ run, the run fails, and ``assets.runner.index_kb`` does not activate the version
     CHECK_SPECS[asset]                 the AssetCheckSpecs of one asset
     check_results(asset, outcomes)     CheckOutcome -> AssetCheckResult
     quality_outcomes(asset, kb, key, **tables)   thresholds + the asset's checks -> outcomes
+    grouped_outcomes(asset, kb, key, groups)     the same over a partition streamed in groups
     distribution_metadata(table, ...)  p5/p50/p95, counts by chunk_type, histogram
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -105,19 +107,30 @@ def quality_outcomes(
     child_chunks; ``embeddings``/``children`` for chunk_embeddings). With ``by_docs`` (the
     documents in the tables' order) they run a group of documents at a time
     (``quality.run.CheckRun``): no check turns the partition's rows into frames at once."""
+    from corpus_pipeline.indexing.rows import by_document_groups
+
+    groups = [tables] if by_docs is None else by_document_groups(tables, by_docs)
+    return grouped_outcomes(asset_name, kb, partition, groups)
+
+
+def grouped_outcomes(
+    asset_name: str, kb: KnowledgeBase, partition: Any, groups: Iterable[dict[str, Any]]
+) -> list[CheckOutcome]:
+    """The asset's checks over a partition handed as ``groups`` (each a dict of the tables
+    ``quality_outcomes`` takes, for a run of its rows: ``quality.run.CheckRun``). Every
+    group is consumed, even when the thresholds cannot be resolved (a stream that writes as
+    it goes is written whole either way)."""
     from corpus_pipeline.quality.bounds import Thresholds, resolve_thresholds
-    from corpus_pipeline.quality.run import CheckRun, crashed, run_checks
+    from corpus_pipeline.quality.run import CheckRun, crashed
 
     try:
         thresholds = resolve_thresholds(kb)
     except Exception as exc:  # noqa: BLE001 - every check fails, saying why
+        for _ in groups:
+            pass
         return [crashed(c, exc, Thresholds(token_limit=0), _key(partition)) for c in checks_for(asset_name)]
-    if by_docs is None:
-        return run_checks(asset_name, thresholds, _key(partition), **tables)
-    from corpus_pipeline.indexing.rows import by_document_groups
-
     run = CheckRun(asset_name, thresholds, _key(partition))
-    for group in by_document_groups(tables, by_docs):
+    for group in groups:
         run.add(**group)
     return run.outcomes()
 

@@ -28,7 +28,7 @@ from dagster import (
     op,
 )
 
-from assets.checks import CHECK_SPECS, check_results, distribution_metadata, quality_outcomes
+from assets.checks import CHECK_SPECS, check_results, distribution_metadata, grouped_outcomes, quality_outcomes
 from assets.conventions import BATCH_IO, BATCH_RETRY, LANCEDB, OWNERS, PARQUET
 from assets.documents import progress_log
 from assets.partitions import by_kb, kb_version_partitions, split_key
@@ -37,9 +37,10 @@ from corpus_pipeline.indexing import batches
 from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store import schemas, versions
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.parquet import PartitionWriter
 from resources import CorpusResource, LLMResource
 from resources.batch_io import STAGED_LAZILY, StagedBatch, remove_staging
-from resources.io_manager import LAZY, READ
+from resources.io_manager import LAZY, READ, partition_folder
 from resources.metadata import table_metadata
 
 # What each step reads of its inputs (``resources.io_manager.READ``): a plan and a merge
@@ -329,27 +330,37 @@ def embed_merge(
 ) -> Iterator[Output[StageResult] | AssetCheckResult]:
     """One vector per child chunk, in table order: from the previous output, the batches,
     else the cache. Of ``child_chunks`` (the partition's dataset) it reads the chunk ids and
-    text hashes; the batches and the previous vectors are read one at a time."""
+    text hashes; the batches and the previous vectors are read one at a time into a spill
+    file, whose rows then stream, a slice at a time, through the checks into the
+    partition's files (which the IO manager switches to): nothing holds every vector."""
     kb_name, version = split_key(context.partition_key)
     kb = corpus.kb_at_version(kb_name, version)
     previous = corpus.previous_dataset("chunk_embeddings", kb_name, version)
-    result = indexing.embed_chunks(
+    spill = corpus.layout.staging_dir(context.run_id)
+    with indexing.embed_vectors(
         child_chunks,
         kb.config.embedding,
         cache=corpus.embedding_cache(),
         fresh=[part.load for part in parts],
         previous=previous,
-    )
+        spill=spill,
+    ) as vectors:
+        writer = PartitionWriter(partition_folder(corpus.layout, "chunk_embeddings", context.partition_key))
+
+        def groups() -> Iterator[dict[str, pa.Table]]:
+            for table, keys in vectors.slices():
+                writer.add(table)
+                yield {"embeddings": table, "children": keys}
+
+        outcomes = grouped_outcomes("chunk_embeddings", kb, context.partition_key, groups())
+        version_of = vectors.fingerprint()
     remove_staging(corpus.home, context.run_id, "chunk_embeddings")
-    table = result.table
-    children = indexing.chunk_keys(child_chunks)
-    outcomes = quality_outcomes("chunk_embeddings", kb, context.partition_key, embeddings=table, children=children)
-    result.checks = [o.to_dict() for o in outcomes]
+    result = StageResult(writer, vectors.stats, checks=[o.to_dict() for o in outcomes])
     yield Output(
         result,
         output_name="result",
-        data_version=DataVersion(indexing.table_fingerprint(table, ["chunk_id", "text_hash", "model"])),
-        metadata=_metadata(result, table.num_rows),
+        data_version=DataVersion(version_of),
+        metadata=_metadata(result, vectors.rows),
     )
     yield from check_results("chunk_embeddings", outcomes)
 

@@ -27,6 +27,7 @@ from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.parquet import (
     DEFAULT_NAME,
+    PartitionWriter,
     dataset,
     read_manifest,
     read_partition,
@@ -54,7 +55,9 @@ def partition_folder(layout: Layout, asset: str, key: str | MultiPartitionKey) -
     return layout.partition_dir(asset, key)
 
 
-def written_metadata(folder: UPath, tables: pa.Table | dict[str, pa.Table], files: list[str]) -> dict[str, Any]:
+def written_metadata(
+    folder: UPath, tables: pa.Table | dict[str, pa.Table] | PartitionWriter, files: list[str]
+) -> dict[str, Any]:
     """What a written partition adds to its materialization: the folder as a clickable path,
     the files, and ``dagster/column_schema`` of its table (of the first one, e.g. ``texts``,
     when it has several; the others' schemas as ``column_schema/<name>``). The row count
@@ -64,12 +67,16 @@ def written_metadata(folder: UPath, tables: pa.Table | dict[str, pa.Table], file
     if isinstance(written, dict):  # what this write wrote; the other files were unchanged batches
         meta["files_written"] = MetadataValue.int(int(written.get("files", 0)))
         meta["bytes_written"] = MetadataValue.int(int(written.get("bytes", 0)))
-    named = {"data": tables} if isinstance(tables, pa.Table) else dict(tables)
-    for i, (name, table) in enumerate(named.items()):
+    if isinstance(tables, PartitionWriter):
+        schemas, rows = dict(tables.schemas), dict(tables.rows)
+    else:
+        named = {DEFAULT_NAME: tables} if isinstance(tables, pa.Table) else dict(tables)
+        schemas, rows = {n: t.schema for n, t in named.items()}, {n: t.num_rows for n, t in named.items()}
+    for i, (name, schema) in enumerate(schemas.items()):
         key = "dagster/column_schema" if i == 0 else f"column_schema/{name}"
-        meta[key] = MetadataValue.table_schema(column_schema(table.schema))
-    if len(named) > 1:
-        meta["rows"] = MetadataValue.json({name: t.num_rows for name, t in named.items()})
+        meta[key] = MetadataValue.table_schema(column_schema(schema))
+    if len(rows) > 1:
+        meta["rows"] = MetadataValue.json(rows)
     return meta
 
 
@@ -107,7 +114,15 @@ class PartitionedParquetIOManager(ConfigurableIOManager):
             manifest.update(obj.manifest())
             tables = obj.tables
         folder = self._path(context)
-        files = write_partition(folder, tables, manifest)
+        if isinstance(tables, PartitionWriter):  # (streamed by the step: only the switch is left)
+            if str(tables.folder) != str(folder):
+                raise DagsterInvariantViolationError(
+                    f"{context.asset_key.to_user_string()} streamed its rows into {tables.folder}, "
+                    f"but its partition is {folder}: the step and the IO manager see different warehouses"
+                )
+            files = tables.commit(manifest)
+        else:
+            files = write_partition(folder, tables, manifest)
         context.add_output_metadata(written_metadata(folder, tables, [f.name for f in files]))
 
     def load_input(self, context: InputContext) -> Any:

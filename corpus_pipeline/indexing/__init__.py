@@ -30,9 +30,11 @@ from corpus_pipeline.indexing.describe import (
 )
 from corpus_pipeline.indexing.discover import discover_documents, documents_of
 from corpus_pipeline.indexing.embed import (
+    EmbeddedChunks,
     chunk_keys,
     embed_batch,
     embed_chunks,
+    embed_vectors,
     texts_to_embed,
     vectors_of,
 )
@@ -67,6 +69,7 @@ __all__ = [
     "DescribeStats",
     "DiscoverStats",
     "EmbedStats",
+    "EmbeddedChunks",
     "ParseStats",
     "PublishStats",
     "StageResult",
@@ -84,6 +87,7 @@ __all__ = [
     "documents_to_parse",
     "embed_batch",
     "embed_chunks",
+    "embed_vectors",
     "image_pieces_by_doc",
     "images_to_describe",
     "merge_chunks",

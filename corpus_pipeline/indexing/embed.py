@@ -4,7 +4,10 @@ model embedded before (any KB, any version, any run) comes from the vector cache
 from __future__ import annotations
 
 import math
+import mmap
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -198,6 +201,108 @@ def _texts_at(children: pa.Table | pads.Dataset, at: np.ndarray) -> list[str]:
     return rows.strings(children.take(at), "text")
 
 
+#: Rows of the output a streamed embed hands on at a time (``EmbeddedChunks.slices``):
+#: ~50 MB of 384-d vectors.
+SLICE_ROWS = 32_768
+
+
+class _Matrix:
+    """The output vectors, one row per child: in memory, or (``spill``, a folder) in a
+    temporary file mapped into memory whose pages are handed back to the system after each
+    source is copied in and each slice is read out (``release``): then what the process
+    holds is one source or one slice, not the partition's vectors (the file is in the page
+    cache, which the kernel may write out and reuse)."""
+
+    def __init__(self, rows: int, dim: int, spill: Path | None) -> None:
+        self._map: mmap.mmap | None = None
+        self._file: Any = None
+        size = rows * dim * 4
+        if spill is None or size == 0:
+            self.data = np.empty((rows, dim), dtype=np.float32)
+            return
+        spill.mkdir(parents=True, exist_ok=True)
+        # (unlinked at once: gone with the process; closed by ``close``)
+        self._file = tempfile.TemporaryFile(dir=spill, prefix="vectors-")  # noqa: SIM115
+        self._file.truncate(size)
+        self._map = mmap.mmap(self._file.fileno(), size)
+        self.data = np.frombuffer(self._map, dtype=np.float32).reshape(rows, dim)
+
+    @property
+    def spilled(self) -> bool:
+        return self._map is not None
+
+    def release(self) -> None:
+        """Hand the mapped pages back (they are read again from the file when touched)."""
+        if self._map is not None and hasattr(mmap, "MADV_DONTNEED"):  # (not on Windows: pages stay)
+            self._map.madvise(mmap.MADV_DONTNEED)
+
+    def close(self) -> None:
+        if self._map is not None:
+            del self.data  # (the array's view of the map, before the map is closed)
+            self._map.close()
+            self._file.close()
+            self._map = None
+
+
+class EmbeddedChunks:
+    """``embed_vectors``' result: one vector per child in table order, handed on as whole
+    tables of ``chunk_embeddings`` (``table``) or a slice of rows at a time (``slices``,
+    what a merge streams into its partition). Close it (or use it as a context manager) to
+    let go of its spill file."""
+
+    def __init__(self, keys: pa.Table, model: str, matrix: _Matrix, stats: EmbedStats) -> None:
+        self.keys, self.model, self._matrix, self.stats = keys, model, matrix, stats
+        self.dimension = int(matrix.data.shape[1])
+        self.schema = schemas.embeddings_schema(self.dimension)
+
+    @property
+    def rows(self) -> int:
+        return self.keys.num_rows
+
+    def slices(self, rows: int = SLICE_ROWS) -> Iterator[tuple[pa.Table, pa.Table]]:
+        """(embeddings, the children's ``chunk_id`` and ``text_hash``) of consecutive runs of
+        ``rows`` rows, in table order."""
+        n, dim = self.rows, self.dimension
+        for start in range(0, n, rows) if n else [0]:
+            end = min(start + rows, n)
+            rows_of = self._matrix.data[start:end]
+            # (out of a spill, a copy: it outlives the map; in memory, a view of the matrix)
+            flat = (np.array(rows_of) if self._matrix.spilled else rows_of).reshape(-1)
+            self._matrix.release()
+            keys = self.keys.slice(start, end - start)
+            table = pa.Table.from_pydict(
+                {
+                    "chunk_id": keys.column("chunk_id"),
+                    "model": pa.array([self.model] * (end - start), pa.string()),
+                    "text_hash": keys.column("text_hash"),
+                    "vector": pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float32()), dim),
+                },
+                schema=self.schema,
+            )
+            yield table, keys
+
+    def table(self) -> pa.Table:
+        """Every row, one table (what ``embed_chunks`` returns; in memory, no copy)."""
+        return pa.concat_tables([t for t, _ in self.slices(rows=max(self.rows, 1))])
+
+    def fingerprint(self) -> str:
+        """``table_fingerprint`` of the output's ``chunk_id``, ``text_hash`` and ``model``
+        (the asset's data version), from the keys: no vector read."""
+        from corpus_pipeline.indexing.table import table_fingerprint
+
+        model = pa.array([self.model] * self.rows, pa.string())
+        return table_fingerprint(self.keys.append_column("model", model), ["chunk_id", "text_hash", "model"])
+
+    def close(self) -> None:
+        self._matrix.close()
+
+    def __enter__(self) -> EmbeddedChunks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def embed_chunks(
     children: pa.Table | pads.Dataset,
     config: EmbeddingConfig,
@@ -207,6 +312,21 @@ def embed_chunks(
     fresh: Iterable[VectorSource] = (),
     previous: pa.Table | pads.Dataset | None = None,
 ) -> StageResult:
+    """``embed_vectors`` as one table (the ``chunk_embeddings`` rows) and its stats."""
+    with embed_vectors(children, config, cache=cache, progress=progress, fresh=fresh, previous=previous) as out:
+        return StageResult(out.table(), out.stats)
+
+
+def embed_vectors(
+    children: pa.Table | pads.Dataset,
+    config: EmbeddingConfig,
+    *,
+    cache: EmbeddingCache | None,
+    progress: ProgressFn | None = None,
+    fresh: Iterable[VectorSource] = (),
+    previous: pa.Table | pads.Dataset | None = None,
+    spill: Path | None = None,
+) -> EmbeddedChunks:
     """One passage vector per child, cached under the model's ``vector_key``.
 
     Each chunk's vector comes, in this order, from this partition's ``previous``
@@ -216,25 +336,29 @@ def embed_chunks(
     first two are joined by text hash in Arrow and copied, a slice at a time, into the
     output matrix, one source at a time: a batch staged on disk (a function in ``fresh``)
     or a file of a ``previous`` dataset is read when its turn comes and let go after, so
-    what is held is the output and one source, not every vector twice. No chunk's text or
+    what is held is the output and one source, not every vector twice; with ``spill`` (a
+    local folder) the output is a temporary file there, mapped, whose pages are handed
+    back after each source (``_Matrix``): then only one source is held. No chunk's text or
     vector becomes a Python object unless it must be looked up or embedded. ``children``
     may be the partition's dataset: then only its ``chunk_id`` and ``text_hash`` are read,
     and the text of the rows it must embed."""
     model = config.vector_key
-    keys = chunk_keys(children)
+    keys = chunk_keys(children).combine_chunks()
     n = keys.num_rows
     hashes: Any = keys.column("text_hash").combine_chunks()
     todo = np.ones(n, dtype=bool)
-    out: np.ndarray | None = None
+    box: list[_Matrix] = []
     first: str = ""  # what set the output's size (for the error when a later source differs)
 
     def fill(dest: np.ndarray, vecs: np.ndarray, at: np.ndarray | None, what: str) -> None:
-        nonlocal out, first
-        if out is not None and not dest.size:
+        nonlocal first
+        if box and not dest.size:
             return
-        if out is None:
-            out, first = np.empty((n, vecs.shape[1]), dtype=np.float32), what
-        elif vecs.shape[1] != out.shape[1]:
+        if not box:
+            box.append(_Matrix(n, int(vecs.shape[1]), spill))
+            first = what
+        out = box[0].data
+        if vecs.shape[1] != out.shape[1]:
             raise StoreError(
                 f"the {first} vectors of model {model!r} have {out.shape[1]} dimensions, "
                 f"its {what} ones {vecs.shape[1]}: the model changed under the same name; give it a new name in kb.yaml"
@@ -243,51 +367,46 @@ def embed_chunks(
             part = slice(i, i + COPY_ROWS)
             out[dest[part]] = vecs[at[part]] if at is not None else vecs[part]
         todo[dest] = False
+        box[0].release()
 
-    for prev in _previous_parts(previous, model):
-        if not todo.any():
-            break
-        take, pos = _rows_in(hashes, prev.column("text_hash").combine_chunks(), todo)
-        fill(take, vectors_of(prev), pos, "previous")
-    embedded = 0
-    for source in fresh:
-        batch = source() if callable(source) else source
-        if batch.num_rows == 0:
-            continue
-        batch_hashes = batch.column("text_hash").combine_chunks()
-        vecs = vectors_of(batch)
-        take, pos = _rows_in(hashes, batch_hashes, todo)
-        if take.size:
-            fill(take, vecs, pos, "new")
-            embedded += int(np.unique(pos).size)
-        if cache is not None:
-            cache.put_many(model, dict(zip(rows.strings(batch, "text_hash"), vecs, strict=True)))
-        del batch, vecs  # (before the next batch is read)
+    try:
+        for prev in _previous_parts(previous, model):
+            if not todo.any():
+                break
+            take, pos = _rows_in(hashes, prev.column("text_hash").combine_chunks(), todo)
+            fill(take, vectors_of(prev), pos, "previous")
+        embedded = 0
+        for source in fresh:
+            batch = source() if callable(source) else source
+            if batch.num_rows == 0:
+                continue
+            batch_hashes = batch.column("text_hash").combine_chunks()
+            vecs = vectors_of(batch)
+            take, pos = _rows_in(hashes, batch_hashes, todo)
+            if take.size:
+                fill(take, vecs, pos, "new")
+                embedded += int(np.unique(pos).size)
+            if cache is not None:
+                cache.put_many(model, dict(zip(rows.strings(batch, "text_hash"), vecs, strict=True)))
+            del batch, vecs  # (before the next batch is read)
 
-    def opener() -> Embedder:
-        embedder = open_embedder(config)
-        return embedder if progress is None else _Reporting(embedder, config, progress)
+        def opener() -> Embedder:
+            embedder = open_embedder(config)
+            return embedder if progress is None else _Reporting(embedder, config, progress)
 
-    rest = np.flatnonzero(todo)
-    if rest.size or out is None:  # (an empty KB with nothing before it: the model says its size)
-        texts = _texts_at(children, rest)
-        vecs, newly, _ = embed_with_cache(texts, opener, cache, model_name=model)
-        embedded += newly
-        fill(rest, vecs, None, "new")
-    assert out is not None
-    dim = int(out.shape[1])
-    vector = pa.FixedSizeListArray.from_arrays(pa.array(out.reshape(-1), type=pa.float32()), dim)
-    table = pa.table(
-        {
-            "chunk_id": keys.column("chunk_id").combine_chunks(),
-            "model": pa.array([model] * n, pa.string()),
-            "text_hash": hashes,
-            "vector": vector,
-        },
-        schema=schemas.embeddings_schema(dim),
-    )
-    stats = EmbedStats(model=model, embedded=embedded, reused=n - embedded, dimension=dim)
-    return StageResult(table, stats)
+        rest = np.flatnonzero(todo)
+        if rest.size or not box:  # (an empty KB with nothing before it: the model says its size)
+            texts = _texts_at(children, rest)
+            vecs, newly, _ = embed_with_cache(texts, opener, cache, model_name=model)
+            embedded += newly
+            fill(rest, vecs, None, "new")
+    except BaseException:
+        for m in box:
+            m.close()
+        raise
+    matrix = box[0]
+    stats = EmbedStats(model=model, embedded=embedded, reused=n - embedded, dimension=int(matrix.data.shape[1]))
+    return EmbeddedChunks(keys, model, matrix, stats)
 
 
 def vectors_of(embeddings: pa.Table) -> np.ndarray:

@@ -19,10 +19,13 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import pyarrow as pa
 from upath import UPath
+
+if TYPE_CHECKING:
+    from corpus_pipeline.store.parquet import PartitionWriter
 
 S = TypeVar("S", bound="StageStats")
 
@@ -130,22 +133,26 @@ class PublishStats(StageStats):
 @dataclass
 class StageResult:
     """A stage's output for its asset: the table (or named tables), its stats, and the
-    quality checks' outcomes (``CheckOutcome.to_dict()``) once they ran."""
+    quality checks' outcomes (``CheckOutcome.to_dict()``) once they ran. ``tables`` may be
+    a ``store.parquet.PartitionWriter`` the stage streamed its rows into (into the
+    partition's folder): the IO manager then only commits it."""
 
-    tables: pa.Table | dict[str, pa.Table]
+    tables: pa.Table | dict[str, pa.Table] | PartitionWriter
     stats: StageStats
     checks: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def table(self) -> pa.Table:
         """The stage's one table (stages that make several use ``named``)."""
-        if not isinstance(self.tables, pa.Table):
+        if isinstance(self.tables, dict):
             raise TypeError(f"the {self.stats.stage} stage made several tables: {', '.join(self.tables)}")
+        if not isinstance(self.tables, pa.Table):
+            raise TypeError(f"the {self.stats.stage} stage streamed its rows into its partition: read them there")
         return self.tables
 
     def named(self, name: str) -> pa.Table:
-        if isinstance(self.tables, pa.Table):
-            raise TypeError(f"the {self.stats.stage} stage made one table, not {name!r}")
+        if not isinstance(self.tables, dict):
+            raise TypeError(f"the {self.stats.stage} stage made one table (or streamed it), not {name!r}")
         return self.tables[name]
 
     def manifest(self) -> dict[str, Any]:

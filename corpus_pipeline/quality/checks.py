@@ -182,14 +182,18 @@ def _duplicated(df: pd.DataFrame, cols: list[str]) -> pd.Series:
     return df.duplicated(subset=cols, keep="first") if len(df) else df.index.to_series().astype(bool)
 
 
-def _unique_rules(df: pd.DataFrame, id_col: str, index_col: str, seen: Any = ()) -> dict[str, pd.Series]:
-    """``seen``: the ids of the partition's earlier groups of documents (``Partition.seen``)."""
+def _earlier(df: pd.DataFrame, id_col: str, seen: Any) -> pd.Series:
+    """Rows whose ``id_col`` an earlier group of the partition had (``Partition.seen``)."""
     import pandas as pd
 
     # (a set lookup per row: pandas' isin copies the set on every call)
-    earlier = pd.Series([v in seen for v in df[id_col].tolist()] if len(seen) else False, index=df.index, dtype=bool)
+    return pd.Series([v in seen for v in df[id_col].tolist()] if len(seen) else False, index=df.index, dtype=bool)
+
+
+def _unique_rules(df: pd.DataFrame, id_col: str, index_col: str, seen: Any = ()) -> dict[str, pd.Series]:
+    """``seen``: the ids of the partition's earlier groups of documents (``Partition.seen``)."""
     return {
-        f"{id_col} unique": _duplicated(df, [id_col]) | earlier,
+        f"{id_col} unique": _duplicated(df, [id_col]) | _earlier(df, id_col, seen),
         f"(doc_id, {index_col}) unique": _duplicated(df, ["doc_id", index_col]),
         "(doc_id, start, end, text) unique": _duplicated(df, ["doc_id", "start_offset", "end_offset", "text"]),
     }
@@ -538,13 +542,13 @@ def embedding_values_finite(p: Partition, th: Thresholds) -> Finding:
     "embeddings_cover_chunks", asset="chunk_embeddings", severity="ERROR", noun="vectors",
     summary="exactly one vector per child chunk, for the chunk's current text", ids=("chunk_id",),
     columns=("text_hash", "_child_text_hash"), threshold=lambda th: {"vectors_per_chunk": 1},
-    fix="Every chunk needs exactly one vector for its current text.",
+    fix="Every chunk needs exactly one vector for its current text.", unique_across="chunk_id",
 )  # fmt: skip
 def embeddings_cover_chunks(p: Partition, th: Thresholds) -> Finding:
     df = p.embeddings
     found = Finding.rows(
         {
-            "chunk_id unique": _duplicated(df, ["chunk_id"]),
+            "chunk_id unique": _duplicated(df, ["chunk_id"]) | _earlier(df, "chunk_id", p.seen("chunk_id")),
             "chunk exists": df["_child_text_hash"].isna(),
             "text_hash == chunk text_hash": df["_child_text_hash"].notna()
             & (df["text_hash"] != df["_child_text_hash"]),

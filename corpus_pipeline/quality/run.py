@@ -241,10 +241,10 @@ class CheckRun:
                 self._sums[c.name].checked += _checked(c, p)
             except Exception as exc:  # noqa: BLE001 - a check that cannot run fails, loudly
                 self._crashed[c.name] = crashed(c, exc, self.th, self.key)
-        for col in self._seen:
-            frame = p.parents if col == "parent_id" else p.children
-            if col in frame.columns:
-                self._seen[col].update(str(v) for v in frame[col].dropna())
+        for c in self.checks:
+            col = c.unique_across
+            if col and col in _frame_of(c, p).columns:
+                self._seen[col].update(str(v) for v in _frame_of(c, p)[col].dropna())
         self._rows += len(_frame_of(self.checks[0], p)) if self.checks else 0
 
     def outcomes(self) -> list[CheckOutcome]:

@@ -249,3 +249,40 @@ def test_the_embed_merge_gets_the_children_as_a_dataset():
     ops = {node.name: node.definition for node in graph.nodes}
     assert ops["embed_merge"].ins["child_chunks"].dagster_type.typing_type is pads.Dataset
     assert ops["embed_plan"].ins["child_chunks"].dagster_type.typing_type is pa.Table
+
+
+def test_the_io_manager_commits_a_partition_a_step_streamed_and_refuses_one_streamed_elsewhere(tmp_path):
+    """A step that streams its rows (``embed_merge``: a ``PartitionWriter`` in its
+    ``StageResult``) leaves the IO manager only the switch: the rows become the partition's,
+    with the stage's manifest; a writer into another folder is refused, and the partition
+    keeps its previous version."""
+    import pyarrow as pa
+    import pytest
+    from dagster import DagsterInvariantViolationError, build_output_context
+
+    from corpus_pipeline.indexing.stats import EmbedStats, StageResult
+    from corpus_pipeline.store.parquet import PartitionWriter, read_manifest, read_table, write_partition
+    from resources import PartitionedParquetIOManager
+
+    layout = Layout(tmp_path)
+    folder = layout.partition_dir("chunk_embeddings", "kb1")
+    write_partition(folder, pa.table({"chunk_id": ["old"]}))
+    manager = PartitionedParquetIOManager(home=str(tmp_path))
+    stats = EmbedStats(model="m", embedded=2, reused=0, dimension=1)
+
+    elsewhere = PartitionWriter(layout.partition_dir("chunk_embeddings", "kb2"))
+    elsewhere.add(pa.table({"chunk_id": ["x"]}))
+    with pytest.raises(DagsterInvariantViolationError, match="different warehouses"):
+        manager.handle_output(
+            build_output_context(asset_key="chunk_embeddings", partition_key="kb1"), StageResult(elsewhere, stats)
+        )
+    assert read_table(folder).column("chunk_id").to_pylist() == ["old"]
+
+    writer = PartitionWriter(folder)
+    for piece in (["a"], ["b", "c"]):
+        writer.add(pa.table({"chunk_id": piece}))
+    assert read_table(folder).column("chunk_id").to_pylist() == ["old"]  # (nothing visible before the switch)
+    context = build_output_context(asset_key="chunk_embeddings", partition_key="kb1")
+    manager.handle_output(context, StageResult(writer, stats))
+    assert read_table(folder).column("chunk_id").to_pylist() == ["a", "b", "c"]
+    assert read_manifest(folder)["stats"]["embedded"] == 2 and read_manifest(folder)["rows"] == {"data": 3}

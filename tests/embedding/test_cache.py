@@ -180,3 +180,58 @@ def test_the_merge_reads_of_a_partition_dataset_only_keys_and_the_texts_it_embed
     assert from_files.table.equals(in_memory.table) and from_files.stats.embedded == 3
     assert damaged.table.equals(in_memory.table) and damaged.stats.embedded == 3 + len(set(lost_texts))
     assert len(lost_plan) == 3 + len(set(lost_texts))
+
+
+def test_embeddings_streamed_from_a_spill_file_are_the_table_made_in_memory(tmp_path):
+    """What ``embed_merge`` does (``embed_vectors`` with ``spill``, rows handed on a slice at
+    a time): the same rows as ``embed_chunks``' one table, from previous vectors, a batch and
+    the model; the spill file leaves nothing behind."""
+    import pyarrow as pa
+    from support.openai_server import OpenAIServer, embeddings_handler
+
+    from corpus_pipeline.embedding import EmbeddingConfig
+    from corpus_pipeline.indexing import embed_batch, embed_chunks, embed_vectors
+
+    texts = [f"text {i}" for i in range(23)]
+    spill = tmp_path / "spill"
+    with OpenAIServer(handler=embeddings_handler(16)) as server:
+        config = EmbeddingConfig(provider="openai", base_url=server.base_url, model="m", max_retries=0)
+        previous = embed_chunks(_children(texts[:9]), config, cache=None).table
+        fresh = [embed_batch(texts[9:15], config)]
+        whole = embed_chunks(_children(texts), config, cache=None, previous=previous, fresh=fresh)
+        with embed_vectors(_children(texts), config, cache=None, previous=previous, fresh=fresh, spill=spill) as out:
+            assert len(list(spill.iterdir())) == 0  # (the spill file is unlinked from the start)
+            parts = list(out.slices(rows=5))
+            stats, fingerprint = out.stats, out.fingerprint()
+    assert [t.num_rows for t, _ in parts] == [5, 5, 5, 5, 3]
+    streamed = pa.concat_tables([t for t, _ in parts])
+    assert streamed.equals(whole.table)
+    assert pa.concat_tables([k for _, k in parts]).equals(_children(texts).select(["chunk_id", "text_hash"]))
+    assert (stats.embedded, stats.reused) == (whole.stats.embedded, whole.stats.reused) == (14, 9)
+    from corpus_pipeline.indexing import table_fingerprint
+
+    assert fingerprint == table_fingerprint(whole.table, ["chunk_id", "text_hash", "model"])
+
+
+def test_a_spilled_output_holds_one_source_in_memory_not_every_vector(tmp_path):
+    """The spill's pages are handed back after each copy (``_Matrix.release``): filling 256 MB
+    of vectors leaves the process's resident memory where it was, give or take a source."""
+    import numpy as np
+    import psutil
+
+    from corpus_pipeline.indexing.embed import _Matrix
+
+    proc = psutil.Process()
+    rows, dim = 170_000, 384  # (~250 MB)
+    m = _Matrix(rows, dim, tmp_path)
+    try:
+        before = proc.memory_info().rss
+        block = np.ones((10_000, dim), dtype=np.float32)  # (~15 MB: one source)
+        for start in range(0, rows, 10_000):
+            m.data[start : start + 10_000] = block[: min(10_000, rows - start)]
+            m.release()
+        grown = proc.memory_info().rss - before
+        assert float(m.data[rows - 1, dim - 1]) == 1.0 and float(m.data[0, 0]) == 1.0  # (read back from the file)
+    finally:
+        m.close()
+    assert grown < 64 * 2**20, f"resident memory grew {grown / 2**20:.0f} MB filling a spilled matrix"

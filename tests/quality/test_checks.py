@@ -411,3 +411,57 @@ def _run_checks(asset: str, th: Thresholds, tables: dict[str, Any]) -> list[Any]
     from corpus_pipeline.quality.run import run_checks
 
     return run_checks(asset, th, "kb|v", **tables)
+
+
+_EMBEDDINGS_GROUPED = [
+    *[(c, b) for c, b in BREAKERS if declaration(c).asset == "chunk_embeddings"],
+    ("embeddings_cover_chunks", lambda: {"embeddings": _set_ids(_embeddings(_children()), 3, "c0")}),
+    ("clean", dict),
+]
+
+
+def _set_ids(table: pa.Table, row: int, chunk_id: str) -> pa.Table:
+    ids = table.column("chunk_id").to_pylist()
+    ids[row] = chunk_id
+    return table.set_column(table.schema.get_field_index("chunk_id"), "chunk_id", pa.array(ids))
+
+
+@pytest.mark.parametrize(
+    ("check", "breaker"), _EMBEDDINGS_GROUPED, ids=[f"{c}-{i}" for i, (c, _) in enumerate(_EMBEDDINGS_GROUPED)]
+)
+def test_embeddings_checked_a_slice_of_rows_at_a_time_get_the_outcomes_of_the_whole(check, breaker):
+    """What ``embed_merge`` runs as it streams its partition: ``CheckRun`` over consecutive
+    slices of the vectors, each with the same rows of the children. The outcomes are those of
+    the whole table; a chunk id repeated in two slices is a duplicate; vectors missing at the
+    end fail the count (its message names the last slice's count, not the partition's)."""
+    from corpus_pipeline.quality.run import CheckRun
+
+    args = {"children": _children(), **breaker()}
+    children = args["children"]
+    embeddings = args.get("embeddings", _embeddings(children))
+    whole = _by_name(_run_checks("chunk_embeddings", THRESHOLDS, {"embeddings": embeddings, "children": children}))
+    run = CheckRun("chunk_embeddings", THRESHOLDS, "kb|v")
+    n = max(len(children), embeddings.num_rows)
+    for start in range(0, n, 2):
+        last = start + 2 >= n
+        kids = children.iloc[start:] if last else children.iloc[start : start + 2]
+        run.add(
+            embeddings=embeddings.slice(start) if last else embeddings.slice(start, 2),
+            children=kids.reset_index(drop=True),
+        )
+    grouped = _by_name(run.outcomes())
+    counted = check == "embeddings_cover_chunks" and embeddings.num_rows != len(children)
+    # A vector naming a chunk of another slice: in its own slice that chunk is not there, so
+    # the second rule it breaks is "chunk exists" (not "text_hash == chunk text_hash").
+    elsewhere = check == "embeddings_cover_chunks" and embeddings.column("chunk_id").to_pylist() != list(
+        children["chunk_id"]
+    )
+    for name, o in whole.items():
+        g = grouped[name]
+        assert (g.passed, g.failed, g.checked) == (o.passed, o.failed, o.checked), name
+        if not ((counted or elsewhere) and name == check):
+            assert (g.message, g.examples) == (o.message, o.examples), name
+    if check != "clean":
+        assert not grouped[check].passed
+    if elsewhere and embeddings.num_rows == len(children):
+        assert grouped[check].observed["broken_rules"].get("chunk_id unique") == 1
