@@ -25,6 +25,7 @@ from upath import UPath
 
 from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.memory import give_back
 from corpus_pipeline.store.parquet import (
     DEFAULT_NAME,
     PartitionWriter,
@@ -124,6 +125,7 @@ class PartitionedParquetIOManager(ConfigurableIOManager):
         else:
             files = write_partition(folder, tables, manifest)
         context.add_output_metadata(written_metadata(folder, tables, [f.name for f in files]))
+        give_back()  # (the step is done with its partition's tables: see store.memory)
 
     def load_input(self, context: InputContext) -> Any:
         """The partition's tables; an input whose definition says ``READ`` in its metadata
@@ -132,6 +134,7 @@ class PartitionedParquetIOManager(ConfigurableIOManager):
         document's text, a batch reads its documents' rows only. An input annotated
         ``pyarrow.dataset.Dataset`` gets the partition's table as a dataset, nothing read yet:
         a step that streams it (``search_index``) never holds it whole."""
+        give_back()  # (what the steps before this one freed: see store.memory)
         folder = self._path(context)
         if _typing_type(context) is pads.Dataset:
             return dataset(folder)  # an input annotated ``pyarrow.dataset.Dataset``: read lazily, by its step

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from corpus_pipeline.errors import StoreError
 from corpus_pipeline.retrieval.settings import ANN_MIN_ROWS
 from corpus_pipeline.store.layout import Layout, search_table_name
+from corpus_pipeline.store.memory import give_back
 from corpus_pipeline.store.schemas import search_schema, vector_matrix
 
 os.environ.setdefault("LANCE_LOG", "error")
@@ -409,8 +410,10 @@ def write_search_input(
         tbl = db.open_table(name)
         _set_summary(tbl, TableSummary(source.rows, total, source.sources(), digest))
         result = TableWrite(source.rows, "replace" if exists else "create", source.rows, 0, docs)
+    give_back()  # (what the write freed, before the indexes' builds: see store.memory)
     if source.rows:
         _update_fts(tbl)
+        give_back()
     ensure_vector_index(tbl, ann_min_rows)
     if result.mode != "create":
         purge_deleted_rows(tbl)
