@@ -185,9 +185,7 @@ class _Sum:
         total = Counter({r: sum(n for k, n in self.patterns.items() if r in k) for r in self.rules})
         kept = [r for r in self.rules if total[r] and (self.share is None or total[r] > self.share * self.applies[r])]
         if self.columns is None:  # (no group had rows for this check, or a table rule)
-            return Finding(
-                None if not self.rules and self.other else self.columns, dict(self.other), self.observed, self.detail
-            )
+            return Finding(None, dict(self.other), self.observed, self.detail)
         keys = [k for k in self.patterns if set(k) & set(kept)]
         parts = [self.examples[k] for k in keys]
         failing = _worst_first(c, pd.concat(parts)) if parts else self.columns
