@@ -105,10 +105,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from corpus_pipeline.errors import ConfigError
 
-#: The default of ``ann_min_rows`` (``store.lance.VECTOR_INDEX_MIN_ROWS``). An IVF_PQ index needs
-#: 256 rows to train its codebooks: a lower value is refused.
+#: The default of ``ann_min_rows`` (``store.lance.VECTOR_INDEX_MIN_ROWS``). An IVF_PQ index's
+#: codebooks (256 codes) are trained on at least 2 rows per code: a lower value is refused.
 ANN_MIN_ROWS = 100_000
-ANN_MIN_ROWS_FLOOR = 256
+ANN_MIN_ROWS_FLOOR = 512
 
 
 class SearchSettings(BaseModel):

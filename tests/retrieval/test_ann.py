@@ -15,13 +15,18 @@ from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import load_kb_config
 from corpus_pipeline.retrieval import Searcher, SearchSettings
 from corpus_pipeline.retrieval.filters import SearchFilters
+from corpus_pipeline.store import lance as store_lance
 from corpus_pipeline.store.lance import (
+    VECTOR_INDEX_IVF_SAMPLE,
+    VECTOR_INDEX_NAME,
+    VECTOR_INDEX_PQ_SAMPLE,
     VECTOR_INDEX_TRAINED_KEY,
     VectorIndexState,
     ensure_vector_index,
     open_search_table,
     search_rows,
     vector_index_action,
+    vector_index_params,
     vector_index_state,
     write_search_table,
 )
@@ -81,7 +86,10 @@ def _vectors(ids: np.ndarray, noise: float, seed: int) -> np.ndarray:
 
 
 def _write(tmp_path: Path, rows: int, min_rows: int) -> Layout:
-    layout = Layout(tmp_path)
+    return _write_at(Layout(tmp_path), rows, min_rows)
+
+
+def _write_at(layout: Layout, rows: int, min_rows: int) -> Layout:
     write_search_table(
         layout,
         "ops",
@@ -244,11 +252,78 @@ def test_appended_rows_are_optimized_in_and_a_grown_table_is_retrained(tmp_path)
     assert vector_index_state(tbl) is None
 
 
+def test_the_index_is_built_by_fragment_groups_with_shared_models_into_one_segment(tmp_path, monkeypatch):
+    """The build encodes a group of fragments at a time (bounded memory) with the centroids
+    and codebooks trained once, and commits one merged segment: one search per query, and it
+    finds what exact search finds as the one-group build does."""
+    monkeypatch.setattr(store_lance, "FRAGMENT_ROWS", 100)
+    monkeypatch.setattr(store_lance, "VECTOR_INDEX_SEGMENT_ROWS", 300)
+    layout = _write(tmp_path, ROWS, ROWS)
+    tbl = open_search_table(layout, "ops", "v1")
+    ds = tbl.to_lance()
+    assert len(ds.get_fragments()) == 12
+    assert [len(g) for g in store_lance._fragment_groups(ds, 300)] == [3, 3, 3, 3]
+    assert vector_index_state(tbl) == VectorIndexState(ROWS, 0, ROWS)
+    assert tbl.index_stats(VECTOR_INDEX_NAME).num_indices == 1  # the groups' segments merged
+    qids = np.arange(0, ROWS, ROWS // 40)
+    qv = _vectors(qids, 0.6, 3)
+    queries = {f"q{i}": qv[j].tolist() for j, i in enumerate(qids)}
+    ann, exact = _searcher(layout, queries), _searcher(layout, queries, ann_nprobes=0)
+    recalls = [
+        len({r["chunk_id"] for r in _channel(ann, q)[:10]} & {r["chunk_id"] for r in _channel(exact, q)[:10]}) / 10
+        for q in queries
+    ]
+    assert np.mean(recalls) >= 0.95, recalls
+    store_lance.build_vector_index(tbl)  # a rebuild replaces the index in one commit
+    assert tbl.index_stats(VECTOR_INDEX_NAME).num_indices == 1
+    assert vector_index_state(tbl) == VectorIndexState(ROWS, 0, ROWS)
+
+
+@pytest.mark.slow
+def test_the_index_is_built_and_rebuilt_on_object_storage(tmp_path, s3_warehouse, monkeypatch):
+    """The grouped build (segments written, merged, committed) on a table in a bucket of
+    the local S3 server: search through the index finds what exact search finds."""
+    monkeypatch.setattr(store_lance, "FRAGMENT_ROWS", 200)
+    monkeypatch.setattr(store_lance, "VECTOR_INDEX_SEGMENT_ROWS", 400)
+    layout = Layout.at(tmp_path)
+    assert layout.remote
+    _write_at(layout, 800, 800)
+    tbl = open_search_table(layout, "ops", "v1")
+    assert vector_index_state(tbl) == VectorIndexState(800, 0, 800)
+    assert tbl.index_stats(VECTOR_INDEX_NAME).num_indices == 1
+    qv = _vectors(np.arange(0, 800, 40), 0.6, 3)
+    queries = {f"q{j}": v.tolist() for j, v in enumerate(qv)}
+    ann, exact = _searcher(layout, queries), _searcher(layout, queries, ann_nprobes=0)
+    recalls = [
+        len({r["chunk_id"] for r in _channel(ann, q)[:10]} & {r["chunk_id"] for r in _channel(exact, q)[:10]}) / 10
+        for q in queries
+    ]
+    assert np.mean(recalls) >= 0.95, recalls
+    _add(layout, 800, 400)  # a third of the table new: retrained
+    assert ensure_vector_index(open_search_table(layout, "ops", "v1"), 800) == "rebuild"
+    assert vector_index_state(open_search_table(layout, "ops", "v1")) == VectorIndexState(1200, 0, 1200)
+
+
+@pytest.mark.parametrize("rows", [512, 1200, 100_000, 1_000_000, 50_000_000])
+def test_the_training_samples_are_bounded_and_lance_accepts_them(rows):
+    """Lance samples ``rate`` vectors per partition for k-means and per code (256) for the
+    codebooks, and refuses a rate under 2 or a sample larger than the table: the rates keep
+    both samples under their caps at any size, and valid down to the smallest table allowed."""
+    p = vector_index_params(rows, 384)
+    assert p["num_partitions"] == round(rows**0.5)
+    ivf, pq = p["ivf_sample_rate"] * p["num_partitions"], p["pq_sample_rate"] * 256
+    assert p["ivf_sample_rate"] >= 2 and p["pq_sample_rate"] >= 2
+    assert ivf <= max(VECTOR_INDEX_IVF_SAMPLE, 2 * p["num_partitions"]) and ivf <= rows
+    assert pq <= VECTOR_INDEX_PQ_SAMPLE and pq <= rows
+    if rows >= 1_000_000:
+        assert ivf >= 32_768 and pq == VECTOR_INDEX_PQ_SAMPLE  # not starved either
+
+
 # ------------------------------------------------------------------ the configuration
 
 
 def test_the_settings_are_validated_naming_the_key(tmp_path):
-    with pytest.raises(ConfigError, match=r"search\.ann_min_rows = 10: .*greater than or equal to 256"):
+    with pytest.raises(ConfigError, match=r"search\.ann_min_rows = 10: .*greater than or equal to 512"):
         SearchSettings(ann_min_rows=10)
     with pytest.raises(ConfigError, match=r"search\.ann_refine_factor = 0"):
         SearchSettings(ann_refine_factor=0)

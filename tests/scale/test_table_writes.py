@@ -156,20 +156,21 @@ def test_a_table_with_an_ann_index_is_merged_and_its_index_takes_the_new_rows(tm
     from corpus_pipeline.retrieval.settings import ANN_MIN_ROWS_FLOOR
     from corpus_pipeline.store.lance import vector_index_state
 
+    more = 20  # 600 rows: past the floor (an IVF_PQ index trains on at least 512)
     layout = Layout(tmp_path / "home")
-    write_search_table(layout, "big", "v1", *_chunks(), ann_min_rows=ANN_MIN_ROWS_FLOOR)
+    write_search_table(layout, "big", "v1", *_chunks(add=more), ann_min_rows=ANN_MIN_ROWS_FLOOR)
     assert vector_index_state(open_search_table(layout, "big", "v1")) is not None
-    chunks, vecs = _chunks(edits={5: "changed"})
+    chunks, vecs = _chunks(edits={5: "changed"}, add=more)
     write = write_search_table(layout, "big", "v1", chunks, vecs, ann_min_rows=ANN_MIN_ROWS_FLOOR)
     assert (write.mode, write.docs_changed) == ("merge", 1)  # the index's field metadata is no other layout
     tbl = open_search_table(layout, "big", "v1")
     state = vector_index_state(tbl)
-    assert state is not None and state.unindexed_rows == 0 and state.indexed_rows == DOCS * PER_DOC
+    assert state is not None and state.unindexed_rows == 0 and state.indexed_rows == (DOCS + more) * PER_DOC
     near = tbl.search(vecs[53].tolist()).distance_type("cosine").nprobes(20).refine_factor(10).limit(1).to_list()
     assert near[0]["chunk_id"] == "d5-c3"
     for n in (6, 7):  # more edits: each write's rows are merged into the one segment (no delta left)
         write_search_table(
-            layout, "big", "v1", *_chunks(edits={5: "changed", n: "again"}), ann_min_rows=ANN_MIN_ROWS_FLOOR
+            layout, "big", "v1", *_chunks(edits={5: "changed", n: "again"}, add=more), ann_min_rows=ANN_MIN_ROWS_FLOOR
         )
         tbl = open_search_table(layout, "big", "v1")
         assert tbl.index_stats(store_lance.VECTOR_INDEX_NAME).num_indices == 1
