@@ -28,12 +28,13 @@ from dagster import (
     op,
 )
 
-from assets.checks import CHECK_SPECS, check_results, distribution_metadata, grouped_outcomes, quality_outcomes
+from assets.checks import CHECK_SPECS, check_results, distribution_metadata, grouped_outcomes
 from assets.conventions import BATCH_IO, BATCH_RETRY, LANCEDB, OWNERS, PARQUET
 from assets.documents import progress_log
 from assets.partitions import by_kb, kb_version_partitions, split_key
 from corpus_pipeline import indexing
 from corpus_pipeline.indexing import batches
+from corpus_pipeline.indexing.rows import by_document_groups
 from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.store import schemas, versions
 from corpus_pipeline.store.layout import Layout
@@ -75,14 +76,14 @@ _PREVIOUS_KEYS = {
 
 
 def _chunk_work(
-    asset: str, corpus: CorpusResource, llm: LLMResource, partition_key: str, *, plan: bool = False, **inputs: Any
-) -> tuple[Any, str, Any, indexing.ChunkWork]:
-    """(kb, version, previous output, work) of a chunk stage's partition: which documents
-    keep their rows and which its batches chunk (the plan and the merge compute the same;
-    the ``plan`` reads only the previous output's key columns, the merge all its rows)."""
+    asset: str, corpus: CorpusResource, llm: LLMResource, partition_key: str, **inputs: Any
+) -> tuple[Any, indexing.ChunkWork]:
+    """(kb, work) of a chunk stage's partition: which documents keep their rows and which
+    its batches chunk. The plan and the merge compute the same, from the previous output's
+    key columns only (the merge then reads the kept documents' rows, a group at a time)."""
     kb_name, version = split_key(partition_key)
     kb = corpus.kb_at_version(kb_name, version)
-    previous = corpus.previous(asset, kb_name, version, columns=_PREVIOUS_KEYS[asset] if plan else None)
+    previous = corpus.previous(asset, kb_name, version, columns=_PREVIOUS_KEYS[asset])
     with corpus.tools(kb, llm.defaults()) as tools:
         has_llm = tools.llm is not None
     if asset == "parent_blocks":
@@ -92,7 +93,7 @@ def _chunk_work(
         work = indexing.children_to_build(
             inputs["parent_blocks"], inputs["parsed_blocks"], images, previous, llm=has_llm
         )
-    return kb, version, previous, work
+    return kb, work
 
 
 def _chunk_batches(
@@ -110,9 +111,7 @@ def parents_plan(
 ) -> Iterator[DynamicOutput[list[str]]]:
     """The documents whose parents must be built (new, changed, or waiting for an LLM),
     cut into batches (``indexing.batches``): one step each."""
-    _kb, _v, _prev, work = _chunk_work(
-        "parent_blocks", corpus, llm, context.partition_key, plan=True, parsed_blocks=parsed_blocks
-    )
+    _kb, work = _chunk_work("parent_blocks", corpus, llm, context.partition_key, parsed_blocks=parsed_blocks)
     yield from _chunk_batches(context, corpus, work, len(work.order))
 
 
@@ -139,37 +138,19 @@ def parents_batch(
 
 @op(
     out={"result": Out(), **{n: Out() for n in _check_outputs("parent_blocks")}},
-    ins={"parsed_blocks": _reads(texts=[*_TEXT_KEYS, "text"])},
+    ins={"parsed_blocks": _reads(texts=[*_TEXT_KEYS, "text"]), "parts": In(metadata={STAGED_LAZILY: True})},
 )
 def parents_merge(
     context: OpExecutionContext,
     corpus: CorpusResource,
     llm: LLMResource,
     parsed_blocks: dict[str, pa.Table],
-    parts: list[StageResult],
+    parts: list[StagedBatch],
 ) -> Iterator[Output[StageResult] | AssetCheckResult]:
     """Every document's parents in document order: built by a batch, or kept."""
-    kb, _v, previous, work = _chunk_work(
-        "parent_blocks", corpus, llm, context.partition_key, parsed_blocks=parsed_blocks
-    )
-    result = indexing.merge_chunks(work, previous, parts, schemas.PARENT_BLOCKS)
-    remove_staging(corpus.home, context.run_id, "parent_blocks")
-    table = result.table
-    outcomes = quality_outcomes(
-        "parent_blocks", kb, context.partition_key, by_docs=work.order, parents=table, texts=parsed_blocks["texts"]
-    )
-    result.checks = [o.to_dict() for o in outcomes]
-    yield Output(
-        result,
-        output_name="result",
-        data_version=DataVersion(indexing.table_fingerprint(table, ["parent_id"])),
-        metadata={
-            **_metadata(result, table.num_rows),
-            "plan": "auto" if kb.auto else kb.plan.snapshot(),
-            **distribution_metadata(table, kb),
-        },
-    )
-    yield from check_results("parent_blocks", outcomes)
+    kb, work = _chunk_work("parent_blocks", corpus, llm, context.partition_key, parsed_blocks=parsed_blocks)
+    extra = {"plan": "auto" if kb.auto else kb.plan.snapshot()}
+    yield from _merged(context, corpus, kb, "parent_blocks", work, parts, {"texts": parsed_blocks["texts"]}, extra)
 
 
 @graph_asset(
@@ -203,8 +184,8 @@ def children_plan(
 ) -> Iterator[DynamicOutput[list[str]]]:
     """The documents whose children must be built (parents or images changed, or waiting
     for an LLM), cut into batches: one step each."""
-    _kb, _v, _prev, work = _chunk_work(
-        "child_chunks", corpus, llm, context.partition_key, plan=True,
+    _kb, work = _chunk_work(
+        "child_chunks", corpus, llm, context.partition_key,
         parent_blocks=parent_blocks, parsed_blocks=parsed_blocks, image_descriptions=image_descriptions,
     )  # fmt: skip
     yield from _chunk_batches(context, corpus, work, len(work.order))
@@ -241,6 +222,7 @@ def children_batch(
     ins={
         "parent_blocks": _reads(data=_PARENT_SPANS),
         "parsed_blocks": _reads(texts=[*_TEXT_KEYS, "text"], blocks=LAZY),
+        "parts": In(metadata={STAGED_LAZILY: True}),
     },
 )
 def children_merge(
@@ -250,28 +232,68 @@ def children_merge(
     parent_blocks: pa.Table,
     parsed_blocks: dict[str, Any],
     image_descriptions: pa.Table,
-    parts: list[StageResult],
+    parts: list[StagedBatch],
 ) -> Iterator[Output[StageResult] | AssetCheckResult]:
     """Every document's children in reading order: built by a batch, or kept."""
-    kb, _v, previous, work = _chunk_work(
+    kb, work = _chunk_work(
         "child_chunks", corpus, llm, context.partition_key,
         parent_blocks=parent_blocks, parsed_blocks=parsed_blocks, image_descriptions=image_descriptions,
     )  # fmt: skip
-    result = indexing.merge_chunks(work, previous, parts, schemas.CHILD_CHUNKS)
-    remove_staging(corpus.home, context.run_id, "child_chunks")
-    table = result.table
-    outcomes = quality_outcomes(
-        "child_chunks", kb, context.partition_key, by_docs=work.order,
-        children=table, parents=parent_blocks, texts=parsed_blocks["texts"],
-    )  # fmt: skip
-    result.checks = [o.to_dict() for o in outcomes]
+    alongside = {"parents": parent_blocks, "texts": parsed_blocks["texts"]}
+    yield from _merged(context, corpus, kb, "child_chunks", work, parts, alongside, {})
+
+
+#: Of a chunk stage's rows, what its distribution metadata reads (``distribution_metadata``).
+_SIZE_COLUMNS = ("doc_id", "chunk_type", "derived", "char_count", "token_count")
+#: A chunk stage's table: its schema, its id column (the data version) and its name in the checks.
+_CHUNK_TABLES = {
+    "parent_blocks": (schemas.PARENT_BLOCKS, "parent_id", "parents"),
+    "child_chunks": (schemas.CHILD_CHUNKS, "chunk_id", "children"),
+}
+
+
+def _merged(
+    context: OpExecutionContext,
+    corpus: CorpusResource,
+    kb: Any,
+    asset: str,
+    work: indexing.ChunkWork,
+    parts: list[StagedBatch],
+    alongside: dict[str, pa.Table],
+    extra: dict[str, Any],
+) -> Iterator[Output[StageResult] | AssetCheckResult]:
+    """A chunk stage's merge, streamed (``indexing.ChunkMerge``): a group of documents'
+    rows at a time, from the previous partition's files and the staged batches (each read
+    when its documents are due), into the partition's files (``PartitionWriter``, which the
+    IO manager switches to), the blocking checks (beside the same documents' rows of
+    ``alongside``), the data version (the id column) and the size columns the distribution
+    metadata is computed from: no copy of the partition is held."""
+    kb_name, version = split_key(context.partition_key)
+    schema, id_column, name = _CHUNK_TABLES[asset]
+    previous = corpus.previous_dataset(asset, kb_name, version)
+    merge = indexing.ChunkMerge(work, previous, [part.load for part in parts], schema)
+    writer = PartitionWriter(partition_folder(corpus.layout, asset, context.partition_key))
+    fingerprint = indexing.ColumnFingerprint(id_column)
+    sizes: list[pa.Table] = []
+
+    def groups() -> Iterator[dict[str, Any]]:
+        for (_docs, table), other in zip(merge.groups(), by_document_groups(alongside, work.order), strict=True):
+            writer.add(table)
+            fingerprint.add(table)
+            sizes.append(table.select([c for c in _SIZE_COLUMNS if c in table.column_names]))
+            yield {name: table, **other}
+
+    outcomes = grouped_outcomes(asset, kb, context.partition_key, groups())
+    remove_staging(corpus.home, context.run_id, asset)
+    result = StageResult(writer, merge.stats, checks=[o.to_dict() for o in outcomes])
+    narrow = pa.concat_tables(sizes) if sizes else schema.empty_table()
     yield Output(
         result,
         output_name="result",
-        data_version=DataVersion(indexing.table_fingerprint(table, ["chunk_id"])),
-        metadata={**_metadata(result, table.num_rows), **distribution_metadata(table, kb)},
+        data_version=DataVersion(fingerprint.hexdigest()),
+        metadata={**_metadata(result, merge.stats.rows), **extra, **distribution_metadata(narrow, kb)},
     )
-    yield from check_results("child_chunks", outcomes)
+    yield from check_results(asset, outcomes)
 
 
 @graph_asset(

@@ -70,7 +70,12 @@ PROBES: list[tuple[str, list[tuple[str, str]], int, str]] = [
     ("keyword_text (analysis)", [("corpus_pipeline.retrieval.analysis", "keyword_text")], 2, "per chunk"),
     ("lancedb create_table", [("lancedb.db", "LanceDBConnection.create_table")], 2, "overwrite"),
     ("lancedb create_index (FTS)", [("lancedb.table", "LanceTable.create_index")], 2, "full rebuild"),
-    ("quality checks", [("assets.chunks", "quality_outcomes")], 1, "quality suites over whole tables"),
+    (
+        "merges + quality checks",
+        [("assets.chunks", "grouped_outcomes")],
+        1,
+        "streamed: a group's rows merged, written and checked",
+    ),
     ("distribution_metadata", [("assets.chunks", "distribution_metadata")], 1, "stats for the UI"),
     ("table_fingerprint", [("corpus_pipeline.indexing", "table_fingerprint")], 1, "data versions"),
 ]

@@ -12,6 +12,7 @@ Every id is deterministic (same input and version -> same id) so re-runs are ide
 """
 
 from corpus_pipeline.indexing.chunk import (
+    ChunkMerge,
     ChunkWork,
     build_child_chunks,
     build_parent_blocks,
@@ -61,11 +62,13 @@ from corpus_pipeline.indexing.stats import (
     read_checks,
     read_stats,
 )
-from corpus_pipeline.indexing.table import table_fingerprint
+from corpus_pipeline.indexing.table import ColumnFingerprint, table_fingerprint
 
 __all__ = [
+    "ChunkMerge",
     "ChunkStats",
     "ChunkWork",
+    "ColumnFingerprint",
     "DescribeStats",
     "DiscoverStats",
     "EmbedStats",

@@ -12,11 +12,12 @@ fallbacks that may pass (``llm_retry``) is chunked again once an LLM client is t
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from corpus_pipeline.chunking.context import ContextFactory
@@ -222,23 +223,99 @@ def child_batch(
 
 
 def merge_chunks(
-    work: ChunkWork, previous: pa.Table | None, batches: Sequence[StageResult], schema: pa.Schema
+    work: ChunkWork, previous: pa.Table | pads.Dataset | None, batches: Sequence[Batch], schema: pa.Schema
 ) -> StageResult:
-    """A chunk stage's output: the kept documents' previous rows and the batches' rows, in
-    document order; the batches' counts added up, the sizes those of the whole table."""
-    parts = [rows.of_docs(previous, work.kept)] if previous is not None and work.kept else []
-    parts += [b.table for b in batches]
-    table = rows.in_doc_order(parts, work.order, schema)
-    stats = ChunkStats(reused=len(work.kept))
-    for b in batches:
+    """A chunk stage's output as one table: ``ChunkMerge``'s groups concatenated."""
+    merge = ChunkMerge(work, previous, batches, schema)
+    tables = [table for _docs, table in merge.groups()]
+    return StageResult(pa.concat_tables(tables) if tables else schema.empty_table(), merge.stats)
+
+
+#: A batch's output for a merge: its ``StageResult``, or a callable that reads it (a staged
+#: batch, read when its documents' turn comes).
+Batch = StageResult | Callable[[], StageResult]
+
+
+class ChunkMerge:
+    """A chunk stage's output, a group of ``size`` documents of ``work.order`` at a time, in
+    document order: the kept documents' previous rows (of ``previous``, a table or the
+    partition's dataset, of which only those documents' files are read) and the batches'
+    rows. The batches are contiguous slices of ``work.todo`` in order, so each is read once,
+    when the first of its documents is due, and at most two are held at a time: nothing
+    holds the partition. ``stats`` (the batches' counts added up, the sizes those of every
+    row) is complete once ``groups`` is exhausted."""
+
+    def __init__(
+        self,
+        work: ChunkWork,
+        previous: pa.Table | pads.Dataset | None,
+        batches: Sequence[Batch],
+        schema: pa.Schema,
+        size: int = rows.CHECK_GROUP_DOCS,
+    ) -> None:
+        self.work, self.previous, self.batches, self.schema, self.size = work, previous, batches, schema, size
+        self.stats = ChunkStats(reused=len(work.kept))
+
+    def groups(self) -> Iterator[tuple[list[str], pa.Table]]:
+        """(the group's documents, their rows) for every group of ``rows.by_document_groups``
+        (one, empty, when there are no documents); rows of documents not in the order are
+        dropped."""
+        order, kept = self.work.order, self.work.kept
+        ids = pa.array(list(order), pa.string())
+        pending: list[tuple[pa.Table, Any]] = []  # batch rows not given out yet, with their ranks
+        todo = iter(self.batches)
+        reached = -1  # the highest rank a read batch has reached
+        starts = list(range(0, len(order), self.size)) or [0]
+        for start in starts:
+            end = start + self.size
+            while reached < end:
+                batch = next(todo, None)
+                if batch is None:
+                    reached = len(order)
+                    break
+                table = self._read(batch)
+                rank = pc.index_in(table.column("doc_id"), value_set=ids)
+                span = pc.min_max(rank) if table.num_rows else None
+                low, high = (span["min"].as_py(), span["max"].as_py()) if span is not None else (None, None)
+                if low is not None and low < start:
+                    raise ValueError(
+                        f"a chunk batch holds document {order[low]!r}, whose group was merged already: "
+                        "the batches must be slices of the work's todo, in order"
+                    )
+                if high is not None:
+                    reached = max(reached, int(high))
+                pending.append((table, rank))
+            docs = list(order[start:end])
+            parts = []
+            if self.previous is not None and kept:
+                parts.append(rows.of_docs(self.previous, [d for d in docs if d in kept]))
+            rest: list[tuple[pa.Table, Any]] = []
+            for table, rank in pending:
+                due = pc.fill_null(pc.less(rank, pa.scalar(end)), False)
+                parts.append(table.filter(due))
+                later = pc.fill_null(pc.greater_equal(rank, pa.scalar(end)), False)
+                if pc.any(later).as_py():
+                    rest.append((table.filter(later), rank.filter(later)))
+            pending = rest
+            group = rows.in_doc_order(parts, docs, self.schema)
+            self._count(group)
+            yield docs, group
+        for batch in todo:  # (none: every batch's documents are in the order; their counts all the same)
+            self._read(batch)
+
+    def _read(self, batch: Batch) -> pa.Table:
+        result = batch() if callable(batch) else batch
         for name in _ADDED:
-            setattr(stats, name, getattr(stats, name) + getattr(b.stats, name))
-    stats.rows = table.num_rows
-    stats.max_chars = rows.column_max(table, "char_count")
-    stats.max_tokens = rows.column_max(table, "token_count")
-    if "chunk_type" in table.column_names:
-        stats.image_chunks = rows.count_in(table, "chunk_type", IMAGE_CHUNK_TYPES)
-    return StageResult(table, stats)
+            setattr(self.stats, name, getattr(self.stats, name) + getattr(result.stats, name))
+        return result.table
+
+    def _count(self, group: pa.Table) -> None:
+        s = self.stats
+        s.rows += group.num_rows
+        s.max_chars = max(s.max_chars, rows.column_max(group, "char_count"))
+        s.max_tokens = max(s.max_tokens, rows.column_max(group, "token_count"))
+        if "chunk_type" in group.column_names:
+            s.image_chunks += rows.count_in(group, "chunk_type", IMAGE_CHUNK_TYPES)
 
 
 def build_parent_blocks(
