@@ -241,8 +241,8 @@ class ChunkMerge:
     document order: the kept documents' previous rows (of ``previous``, a table or the
     partition's dataset, of which only those documents' files are read) and the batches'
     rows. The batches are contiguous slices of ``work.todo`` in order, so each is read once,
-    when the first of its documents is due, and at most two are held at a time: nothing
-    holds the partition. ``stats`` (the batches' counts added up, the sizes those of every
+    when the first of its documents is due; what is held is one group's batch rows and the
+    rest of the last batch read, never the partition. ``stats`` (the batches' counts added up, the sizes those of every
     row) is complete once ``groups`` is exhausted."""
 
     def __init__(
