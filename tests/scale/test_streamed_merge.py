@@ -1,6 +1,6 @@
 """A chunk stage's merge, streamed (``indexing.ChunkMerge``, what ``parents_merge`` and
 ``children_merge`` run): a group of documents at a time, from the previous partition's
-files and the batches (each read when its documents are due, at most two held), gives the
+files and the batches (each read when its documents are due) gives the
 rows, order and stats the whole-table merge gave, and its data version is the same."""
 
 from __future__ import annotations
