@@ -320,17 +320,21 @@ def child_chunks(parent_blocks: pa.Table, parsed_blocks: dict[str, pa.Table], im
 
 @op(out=DynamicOut(io_manager_key=BATCH_IO))
 def embed_plan(
-    context: OpExecutionContext, corpus: CorpusResource, child_chunks: pa.Table
+    context: OpExecutionContext, corpus: CorpusResource, child_chunks: pads.Dataset
 ) -> Iterator[DynamicOutput[list[str]]]:
     """The distinct texts this model has no cached vector for, cut into batches
-    (``indexing.batches``): one step each."""
+    (``indexing.batches``): one step each. Of ``child_chunks`` (the partition's dataset) it
+    reads the text hashes, then the texts a slice at a time (``indexing.EmbedPlan``): a
+    batch is staged before the next is read."""
     kb_name, version = split_key(context.partition_key)
     emb = corpus.kb_at_version(kb_name, version).config.embedding
     previous = corpus.previous_dataset("chunk_embeddings", kb_name, version)
-    todo = indexing.texts_to_embed(child_chunks, emb, corpus.embedding_cache(), previous)
-    parts = batches.split(todo, corpus.batch_workers, corpus.batch_rule("embed")) or [[]]
-    context.log.info(f"{len(todo)} of {child_chunks.num_rows} chunk text(s) to embed, in {len(parts)} batch(es)")
-    for i, part in enumerate(parts):
+    plan = indexing.EmbedPlan.of(child_chunks, emb, corpus.embedding_cache(), previous)
+    sizes = batches.sizes(plan.count, corpus.batch_workers, corpus.batch_rule("embed"))
+    context.log.info(f"{plan.count} of {plan.rows} chunk text(s) to embed, in {max(1, len(sizes))} batch(es)")
+    if not sizes:
+        yield DynamicOutput([], mapping_key="b0")
+    for i, part in enumerate(plan.batches(sizes)):
         yield DynamicOutput(part, mapping_key=f"b{i}")
 
 

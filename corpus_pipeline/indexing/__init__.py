@@ -32,6 +32,7 @@ from corpus_pipeline.indexing.describe import (
 from corpus_pipeline.indexing.discover import discover_documents, documents_of
 from corpus_pipeline.indexing.embed import (
     EmbeddedChunks,
+    EmbedPlan,
     chunk_keys,
     embed_batch,
     embed_chunks,
@@ -71,6 +72,7 @@ __all__ = [
     "ColumnFingerprint",
     "DescribeStats",
     "DiscoverStats",
+    "EmbedPlan",
     "EmbedStats",
     "EmbeddedChunks",
     "ParseStats",

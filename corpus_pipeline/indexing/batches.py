@@ -75,15 +75,21 @@ def batch_count(items: int, workers: int, rule: BatchRule) -> int:
     return max(by_size, by_workers)
 
 
-def split(items: Sequence[T], workers: int, rule: BatchRule) -> list[list[T]]:
-    """``items`` cut into ``batch_count`` contiguous slices of near-equal size, in order."""
-    n = batch_count(len(items), workers, rule)
+def sizes(items: int, workers: int, rule: BatchRule) -> list[int]:
+    """The sizes of the ``batch_count`` batches ``items`` are cut into: near-equal, the
+    larger first; what ``split`` cuts by, and what a plan that streams its work (the
+    embedding plan) fills."""
+    n = batch_count(items, workers, rule)
     if n == 0:
         return []
-    size, extra = divmod(len(items), n)
+    size, extra = divmod(items, n)
+    return [size + (1 if i < extra else 0) for i in range(n)]
+
+
+def split(items: Sequence[T], workers: int, rule: BatchRule) -> list[list[T]]:
+    """``items`` cut into ``batch_count`` contiguous slices of near-equal size, in order."""
     out, start = [], 0
-    for i in range(n):
-        end = start + size + (1 if i < extra else 0)
-        out.append(list(items[start:end]))
-        start = end
+    for size in sizes(len(items), workers, rule):
+        out.append(list(items[start : start + size]))
+        start += size
     return out

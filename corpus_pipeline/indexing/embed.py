@@ -22,6 +22,7 @@ from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.stats import EmbedStats, StageResult
 from corpus_pipeline.progress import ProgressFn
 from corpus_pipeline.store import schemas
+from corpus_pipeline.store.parquet import iter_slices
 
 PROGRESS_STEPS = 20  # at most this many progress reports (and model calls) per embed
 
@@ -119,29 +120,107 @@ def _previous_hashes(previous: pa.Table | pads.Dataset | None, model: str) -> An
     return hashes.combine_chunks() if len(hashes) else None
 
 
-def _not_in(children: pa.Table, prev_hashes: Any) -> pa.Table:
-    """The rows of ``children`` whose text hash is not in ``prev_hashes``."""
-    if prev_hashes is None:
-        return children
-    found: Any = pc.is_in(children.column("text_hash"), value_set=prev_hashes)
-    return children.filter(pc.invert(found))
+#: Chunk rows the embedding plan reads at a time (of the text hashes, then of the texts).
+PLAN_SLICE_ROWS = 16_384
+
+
+def _slices(children: pa.Table | pads.Dataset, columns: list[str]) -> Iterator[pa.Table]:
+    """``columns`` of ``children``'s rows in order, ``PLAN_SLICE_ROWS`` at a time (a
+    partition's dataset is read file by file: ``store.parquet.iter_slices``)."""
+    if isinstance(children, pads.Dataset):
+        yield from iter_slices(children, columns, PLAN_SLICE_ROWS)
+        return
+    table = children.select(columns)
+    for start in range(0, table.num_rows, PLAN_SLICE_ROWS):
+        yield table.slice(start, PLAN_SLICE_ROWS)
+
+
+class EmbedPlan:
+    """The work of a run's embed: the distinct texts of ``children`` this model has no
+    vector for, neither in this partition's ``previous`` embeddings nor in the cache, in
+    first-seen order. Found without holding the children's texts: ``of`` reads their text
+    hashes a slice at a time; ``batches`` then reads the texts a slice at a time and hands
+    them out a batch at a time (the ``chunk_embeddings`` asset stages each as a step's
+    input before it reads on). What is held is the hashes to embed and one batch of texts."""
+
+    def __init__(self, children: pa.Table | pads.Dataset, hashes: pa.Array[Any]) -> None:
+        self.children = children
+        self.hashes = hashes
+
+    @classmethod
+    def of(
+        cls,
+        children: pa.Table | pads.Dataset,
+        config: EmbeddingConfig,
+        cache: EmbeddingCache | None,
+        previous: pa.Table | pads.Dataset | None = None,
+    ) -> EmbedPlan:
+        prev = _previous_hashes(previous, config.vector_key)
+        todo: dict[str, None] = {}
+        for part in _slices(children, ["text_hash"]):
+            col = part.column("text_hash")
+            if prev is not None:
+                col = col.filter(pc.invert(pc.is_in(col, value_set=prev)))
+            new = [str(h) for h in dict.fromkeys(col.to_pylist()) if h not in todo]
+            found = cache.has_many(config.vector_key, new) if cache is not None and new else set()
+            todo.update((h, None) for h in new if h not in found)
+        return cls(children, pa.array(list(todo), pa.string()))
+
+    @property
+    def count(self) -> int:
+        """How many texts to embed."""
+        return len(self.hashes)
+
+    @property
+    def rows(self) -> int:
+        """How many chunks ``children`` has."""
+        return self.children.count_rows() if isinstance(self.children, pads.Dataset) else self.children.num_rows
+
+    def batches(self, sizes: Sequence[int]) -> Iterator[list[str]]:
+        """The texts to embed, in order, cut into batches of ``sizes`` (``batches.sizes``
+        of ``count``). Each text is taken from its first chunk; the children read in the
+        same order as ``of`` read them, so first-seen texts come in the plan's order (a
+        text out of that order means the partition changed under the plan: refused)."""
+        if sum(sizes) != self.count or any(n <= 0 for n in sizes):
+            raise ValueError(f"batch sizes {list(sizes)} do not cut the {self.count} text(s) to embed")
+        if not self.count:
+            return
+        cuts = iter(sizes)
+        size = next(cuts)
+        batch: list[str] = []
+        nxt = 0  # the position in ``hashes`` of the next text to hand out
+        for part in _slices(self.children, ["text_hash", "text"]):
+            at: Any = pc.index_in(part.column("text_hash"), value_set=self.hashes)
+            wanted: Any = pc.is_valid(at)
+            if not pc.any(wanted).as_py():
+                continue
+            positions = pc.filter(at, wanted).to_numpy()
+            texts = rows.strings(part.filter(wanted), "text")
+            for pos, text in zip(positions.tolist(), texts, strict=True):
+                if pos < nxt:  # (a later chunk of a text already handed out)
+                    continue
+                if pos > nxt:
+                    raise StoreError("child_chunks changed while the embedding plan read it: run the stage again")
+                batch.append(text)
+                nxt += 1
+                if len(batch) == size:
+                    yield batch
+                    batch = []
+                    size = next(cuts, 0)
+        if nxt != self.count:
+            raise StoreError("child_chunks changed while the embedding plan read it: run the stage again")
 
 
 def texts_to_embed(
-    children: pa.Table,
+    children: pa.Table | pads.Dataset,
     config: EmbeddingConfig,
     cache: EmbeddingCache | None,
     previous: pa.Table | pads.Dataset | None = None,
 ) -> list[str]:
-    """The distinct texts of ``children`` this model has no vector for, neither in this
-    partition's ``previous`` embeddings nor in the cache (first-seen order): the work of a
-    run's embed, which the ``chunk_embeddings`` asset splits into batches (``embed_batch``)."""
-    need = _not_in(children, _previous_hashes(previous, config.vector_key))
-    texts = rows.strings(need, "text")
-    hashes = rows.strings(need, "text_hash")
-    found = cache.has_many(config.vector_key, hashes) if cache else set()
-    first = dict(zip(hashes, texts, strict=True))
-    return [first[h] for h in first if h not in found]
+    """The distinct texts of ``children`` this model has no vector for (``EmbedPlan``),
+    as one list."""
+    plan = EmbedPlan.of(children, config, cache, previous)
+    return [text for batch in plan.batches([plan.count] if plan.count else []) for text in batch]
 
 
 def embed_batch(texts: Sequence[str], config: EmbeddingConfig, *, progress: ProgressFn | None = None) -> pa.Table:

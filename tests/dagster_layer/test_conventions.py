@@ -236,11 +236,11 @@ def test_the_search_index_step_gets_its_inputs_as_datasets_not_tables(tmp_path):
     assert isinstance(plain, pa.Table) and plain.equals(chunks)
 
 
-def test_the_embed_merge_gets_the_children_as_a_dataset():
+def test_the_embed_plan_and_merge_get_the_children_as_a_dataset():
     """``embed_merge`` reads only ``chunk_id`` and ``text_hash`` of ``child_chunks``
-    (``indexing.chunk_keys``): its input is annotated ``pyarrow.dataset.Dataset``, which the
-    IO manager hands over unread (tested above for ``search_index``)."""
-    import pyarrow as pa
+    (``indexing.chunk_keys``), ``embed_plan`` the text hashes and then the texts a slice at a
+    time (``indexing.EmbedPlan``): their input is annotated ``pyarrow.dataset.Dataset``, which
+    the IO manager hands over unread (tested above for ``search_index``)."""
     import pyarrow.dataset as pads
 
     from assets.definitions import defs
@@ -248,7 +248,7 @@ def test_the_embed_merge_gets_the_children_as_a_dataset():
     graph = defs.resolve_assets_def("chunk_embeddings").node_def
     ops = {node.name: node.definition for node in graph.nodes}
     assert ops["embed_merge"].ins["child_chunks"].dagster_type.typing_type is pads.Dataset
-    assert ops["embed_plan"].ins["child_chunks"].dagster_type.typing_type is pa.Table
+    assert ops["embed_plan"].ins["child_chunks"].dagster_type.typing_type is pads.Dataset
 
 
 def test_the_io_manager_commits_a_partition_a_step_streamed_and_refuses_one_streamed_elsewhere(tmp_path):
