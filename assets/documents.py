@@ -23,12 +23,14 @@ from assets.conventions import BATCH_IO, BATCH_RETRY, OWNERS, PARQUET
 from assets.partitions import kb_partitions
 from corpus_pipeline import freshness, indexing
 from corpus_pipeline.indexing import batches
+from corpus_pipeline.indexing.parse import PARSED_TABLES
 from corpus_pipeline.indexing.stats import StageResult
 from corpus_pipeline.models import Document, ExtractedImage, ImageDescription
 from corpus_pipeline.progress import Throttled, logging_progress
+from corpus_pipeline.store.parquet import PartitionWriter
 from resources import CorpusResource
-from resources.batch_io import remove_staging
-from resources.io_manager import READ
+from resources.batch_io import STAGED_LAZILY, StagedBatch, remove_staging
+from resources.io_manager import READ, partition_folder
 
 
 def progress_log(context: AssetExecutionContext | OpExecutionContext) -> Throttled:
@@ -80,17 +82,34 @@ def parse_batch(context: OpExecutionContext, corpus: CorpusResource, batch: list
     return indexing.parsed_rows(batch, parsed)
 
 
-@op
+_PARSE_KEYS = ["doc_id", "content_hash", "status", "parser_version"]
+
+
+@op(ins={"parts": In(metadata={STAGED_LAZILY: True})})
 def parse_merge(
-    context: OpExecutionContext, corpus: CorpusResource, documents: pa.Table, parts: list[dict[str, pa.Table]]
+    context: OpExecutionContext, corpus: CorpusResource, documents: pa.Table, parts: list[StagedBatch]
 ) -> Output[StageResult]:
-    """Every document in table order: parsed by a batch, or carried over unchanged."""
+    """Every document in table order: parsed by a batch, or carried over unchanged. Streamed
+    (``indexing.ParseMerge``): a group of documents' rows at a time, from the previous
+    partition's files (the kept documents' only) and the staged batches (each read when its
+    documents are due), into the partition's files (``PartitionWriter``, which the IO
+    manager switches to) and the data version: no copy of the partition is held."""
     kb = corpus.kb(context.partition_key)
-    result = indexing.merge_parsed(kb, documents, corpus.previous("parsed_blocks", kb.name), parts)
+    previous = corpus.previous_datasets("parsed_blocks", kb.name, names=list(PARSED_TABLES))
+    merge = indexing.ParseMerge(kb, documents, previous, [part.load for part in parts])
+    writer = PartitionWriter(partition_folder(corpus.layout, "parsed_blocks", context.partition_key))
+    keys: list[pa.Table] = []  # (the texts' key columns, one short row per document: the data version's)
+    for group in merge.groups():
+        for name, table in group.items():
+            writer.add(table, name)
+        keys.append(group["texts"].select(_PARSE_KEYS))
     remove_staging(corpus.home, context.run_id, "parsed_blocks")
-    texts = result.named("texts")
-    fingerprint = indexing.table_fingerprint(texts, ["doc_id", "content_hash", "status", "parser_version"])
-    return Output(result, data_version=DataVersion(fingerprint), metadata=_metadata(result, texts.num_rows))
+    result = StageResult(writer, merge.stats)
+    return Output(
+        result,
+        data_version=DataVersion(indexing.table_fingerprint(pa.concat_tables(keys), _PARSE_KEYS)),
+        metadata=_metadata(result, merge.stats.documents),
+    )
 
 
 @graph_asset(partitions_def=kb_partitions, group_name="parsing", code_version="2", kinds=PARQUET, owners=OWNERS)

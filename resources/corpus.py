@@ -4,6 +4,7 @@ chunking tools of a KB."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dagster import ConfigurableResource
@@ -12,6 +13,7 @@ from corpus_pipeline.chunking.context import ContextFactory
 from corpus_pipeline.embedding import EmbeddingCache
 from corpus_pipeline.kbconfig import KnowledgeBase, resolve_kb
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.parquet import DEFAULT_NAME
 from corpus_pipeline.store.versions import build_kb
 
 if TYPE_CHECKING:
@@ -74,12 +76,22 @@ class CorpusResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagste
     def previous_dataset(self, asset: str, kb: str, version: str | None = None) -> Any:
         """The last materialized output of a partition as a Parquet dataset, nothing read
         yet, or None (first run, or unreadable): for a step that reads it a file at a time."""
+        found = self.previous_datasets(asset, kb, version)
+        return found.get(DEFAULT_NAME) if found else None
+
+    def previous_datasets(
+        self, asset: str, kb: str, version: str | None = None, names: Sequence[str] = (DEFAULT_NAME,)
+    ) -> dict[str, Any] | None:
+        """``previous_dataset`` of a partition of several tables (``names``: ``parsed_blocks``'
+        texts, blocks and images), or None when one of them is missing or unreadable."""
         from corpus_pipeline.errors import StoreError
         from corpus_pipeline.store.parquet import dataset, has_partition
 
         folder = self.layout.partition_dir(asset, kb, version)
         try:
-            return dataset(folder) if has_partition(folder) else None
+            if not all(has_partition(folder, name) for name in names):
+                return None
+            return {name: dataset(folder, name) for name in names}
         except (StoreError, OSError, ValueError):
             return None
 

@@ -162,7 +162,8 @@ def test_incremental_tables_equal_a_rebuild_row_for_row(tmp_path, monkeypatch, g
 def test_parse_batches_merged_equal_one_parse_of_the_whole_kb(tmp_path):
     """What a fanned-out ``parsed_blocks`` does (each batch's parse handed to the merge as
     Arrow rows, ``parsed_rows``) gives the tables of one parse of every document, failures
-    and unreadable files included, whatever the batches' order."""
+    and unreadable files included; batches out of order are refused (the merge streams
+    them in document order, ``indexing.ParseMerge``)."""
     import pyarrow as pa
 
     d = tmp_path / "kb"
@@ -178,10 +179,81 @@ def test_parse_batches_merged_equal_one_parse_of_the_whole_kb(tmp_path):
     cut = [todo[:2], todo[2:5], todo[5:]]
     parts = [indexing.parsed_rows(b, indexing.parse_batch(kb, b)) for b in cut]
     assert all(isinstance(t, pa.Table) for part in parts for t in part.values())
-    merged = indexing.merge_parsed(kb, docs, None, parts[::-1])
+    merged = indexing.merge_parsed(kb, docs, None, parts)
     for name in ("texts", "blocks", "images"):
         assert merged.tables[name].equals(whole.tables[name]), name
     assert merged.stats == whole.stats and [f["path"] for f in merged.stats.failed] == ["broken.docx"]
+    # Out of order, a document's group comes before its batch is read: refused, named.
+    with pytest.raises((ValueError, RuntimeError), match=r"whose group was merged already|neither parsed"):
+        list(indexing.ParseMerge(kb, docs, None, parts[::-1], size=2).groups())
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 1000])
+def test_the_parse_merge_streams_groups_that_make_the_whole_parse(tmp_path, size):
+    """``ParseMerge`` (what ``parse_merge`` runs): a group of ``size`` documents at a time,
+    the kept documents' rows read from the previous partition's files, each batch read once
+    and only when its first document is due; the groups together are the tables of a parse
+    of every document from nothing, and the stats those of the whole-table merge."""
+    from corpus_pipeline.store.parquet import dataset, write_partition
+
+    d = tmp_path / "kb"
+    d.mkdir()
+    for i in range(5):
+        (d / f"doc-{i}.md").write_text(STRUCTURED.replace("AES-256", f"cipher-{i}"))
+    (d / "notes.txt").write_text(FLAT)
+    (d / "broken.docx").write_bytes(b"not a zip")
+    kb = resolve_kb(d)
+    first = indexing.parse_documents(kb, indexing.discover_documents(kb).tables).tables
+    folder = tmp_path / "parsed_blocks"
+    write_partition(folder, first, docs_per_file=2)
+    previous = {name: dataset(folder, name) for name in first}
+    for i in (0, 4):  # (an edit early and one late: two batches, far apart)
+        (d / f"doc-{i}.md").write_text(STRUCTURED.replace("AES-256", f"edited-{i}"))
+    docs = indexing.discover_documents(kb).tables
+    order = docs.column("doc_id").to_pylist()
+    todo = indexing.documents_to_parse(kb, docs, previous)
+    assert [t.path for t in todo] == ["doc-0.md", "doc-4.md"]
+    reads: list[int] = []
+
+    def loader(i, batch):
+        def load():
+            reads.append(i)
+            return indexing.parsed_rows(batch, indexing.parse_batch(kb, batch))
+
+        return load
+
+    merge = indexing.ParseMerge(kb, docs, previous, [loader(0, todo[:1]), loader(1, todo[1:])], size=size)
+    groups = []
+    for group in merge.groups():
+        groups.append(group)
+        end = len(groups) * size  # (a batch is read with the group of its first document, not before)
+        assert reads == [b for b, first in enumerate(order.index(t.doc_id) for t in todo) if first < end]
+    assert reads == [0, 1]
+    assert [g["texts"].column("doc_id").to_pylist() for g in groups] == [
+        order[i : i + size] for i in range(0, len(order), size)
+    ]
+    scratch = indexing.parse_documents(kb, docs)
+    whole = indexing.parse_documents(kb, docs, first)  # (the previous output as tables)
+    for name in ("texts", "blocks", "images"):
+        streamed = pa.concat_tables([g[name] for g in groups])
+        assert streamed.equals(scratch.tables[name]), name
+    assert merge.stats == whole.stats
+    assert (merge.stats.parsed, merge.stats.reused, merge.stats.documents) == (2, 5, 7)
+    assert [f["path"] for f in merge.stats.failed] == ["broken.docx"]
+    assert merge.stats.blocks == scratch.stats.blocks and merge.stats.block_types == scratch.stats.block_types
+
+
+def test_a_document_neither_parsed_nor_reusable_is_named(tmp_path):
+    d = tmp_path / "kb"
+    d.mkdir()
+    (d / "a.md").write_text(STRUCTURED)
+    (d / "b.md").write_text(FLAT)
+    kb = resolve_kb(d)
+    docs = indexing.discover_documents(kb).tables
+    todo = indexing.documents_to_parse(kb, docs, None)
+    only_a = [indexing.parsed_rows(todo[:1], indexing.parse_batch(kb, todo[:1]))]
+    with pytest.raises(RuntimeError, match=r"b\.md: neither parsed by a batch nor reusable"):
+        indexing.merge_parsed(kb, docs, None, only_a)
 
 
 def test_the_parse_plan_reads_only_the_reuse_columns_of_the_previous_parse(tmp_path):

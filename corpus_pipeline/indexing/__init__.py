@@ -41,6 +41,7 @@ from corpus_pipeline.indexing.embed import (
     vectors_of,
 )
 from corpus_pipeline.indexing.parse import (
+    ParseMerge,
     blocks_by_doc,
     documents_to_parse,
     merge_parsed,
@@ -75,6 +76,7 @@ __all__ = [
     "EmbedPlan",
     "EmbedStats",
     "EmbeddedChunks",
+    "ParseMerge",
     "ParseStats",
     "PublishStats",
     "StageResult",

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from corpus_pipeline.chunking.context import ContextFactory
@@ -259,49 +258,16 @@ class ChunkMerge:
     def groups(self) -> Iterator[tuple[list[str], pa.Table]]:
         """(the group's documents, their rows) for every group of ``rows.by_document_groups``
         (one, empty, when there are no documents); rows of documents not in the order are
-        dropped."""
-        order, kept = self.work.order, self.work.kept
-        ids = pa.array(list(order), pa.string())
-        pending: list[tuple[pa.Table, Any]] = []  # batch rows not given out yet, with their ranks
-        todo = iter(self.batches)
-        reached = -1  # the highest rank a read batch has reached
-        starts = list(range(0, len(order), self.size)) or [0]
-        for start in starts:
-            end = start + self.size
-            while reached < end:
-                batch = next(todo, None)
-                if batch is None:
-                    reached = len(order)
-                    break
-                table = self._read(batch)
-                rank = pc.index_in(table.column("doc_id"), value_set=ids)
-                span = pc.min_max(rank) if table.num_rows else None
-                low, high = (span["min"].as_py(), span["max"].as_py()) if span is not None else (None, None)
-                if low is not None and low < start:
-                    raise ValueError(
-                        f"a chunk batch holds document {order[low]!r}, whose group was merged already: "
-                        "the batches must be slices of the work's todo, in order"
-                    )
-                if high is not None:
-                    reached = max(reached, int(high))
-                pending.append((table, rank))
-            docs = list(order[start:end])
+        dropped (``rows.batch_groups``)."""
+        kept = self.work.kept
+        read = ({"rows": self._read(batch)} for batch in self.batches)
+        for docs, due in rows.batch_groups(self.work.order, read, "rows", self.work.todo, self.size):
             parts = []
             if self.previous is not None and kept:
                 parts.append(rows.of_docs(self.previous, [d for d in docs if d in kept]))
-            rest: list[tuple[pa.Table, Any]] = []
-            for table, rank in pending:
-                due = pc.fill_null(pc.less(rank, pa.scalar(end)), False)
-                parts.append(table.filter(due))
-                later = pc.fill_null(pc.greater_equal(rank, pa.scalar(end)), False)
-                if pc.any(later).as_py():
-                    rest.append((table.filter(later), rank.filter(later)))
-            pending = rest
-            group = rows.in_doc_order(parts, docs, self.schema)
+            group = rows.in_doc_order([*parts, *due.get("rows", [])], docs, self.schema)
             self._count(group)
             yield docs, group
-        for batch in todo:  # (none: every batch's documents are in the order; their counts all the same)
-            self._read(batch)
 
     def _read(self, batch: Batch) -> pa.Table:
         result = batch() if callable(batch) else batch

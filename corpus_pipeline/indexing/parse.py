@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +54,15 @@ def _reusable(kb: KnowledgeBase, prev_texts: dict[str, dict[str, Any]], doc: Doc
     return None
 
 
-def _previous_texts(previous: dict[str, pa.Table] | None) -> dict[str, dict[str, Any]]:
+def _previous_texts(previous: Mapping[str, pa.Table | pads.Dataset] | None) -> dict[str, dict[str, Any]]:
     """The previous run's ``_REUSE_COLUMNS`` by document (not its texts: they are carried
-    over as Arrow rows, ``indexing.rows``)."""
+    over as Arrow rows, ``indexing.rows``; of a dataset, only those columns are read)."""
     if not previous or "texts" not in previous:
         return {}
     texts = previous["texts"]
-    cols = [c for c in _REUSE_COLUMNS if c in texts.column_names]
-    return {r["doc_id"]: r for r in texts.select(cols).to_pylist()}
+    cols = [c for c in _REUSE_COLUMNS if c in texts.schema.names]
+    table = texts.to_table(columns=cols) if isinstance(texts, pads.Dataset) else texts.select(cols)
+    return {r["doc_id"]: r for r in table.to_pylist()}
 
 
 def previous_parse_state(folder: UPath | Path) -> dict[str, pa.Table] | None:
@@ -133,65 +134,116 @@ def parsed_rows(docs: Sequence[Document], parsed: Sequence[ParsedDocument]) -> d
     return {name: pa.Table.from_pylist(new_rows[name], schema=schema) for name, schema in PARSED_TABLES.items()}
 
 
+#: A batch's rows for the merge (``parsed_rows``), or a callable that reads them (a staged
+#: batch, read when its documents' turn comes).
+ParsedBatch = Mapping[str, pa.Table] | Callable[[], Mapping[str, pa.Table]]
+
+
 def merge_parsed(
     kb: KnowledgeBase,
     documents: pa.Table,
-    previous: dict[str, pa.Table] | None,
-    parsed: Sequence[dict[str, pa.Table]],
+    previous: Mapping[str, pa.Table | pads.Dataset] | None,
+    parsed: Sequence[ParsedBatch],
 ) -> StageResult:
-    """The ``parsed_blocks`` output: every document of ``documents`` in table order, from
-    ``parsed`` (the batches' ``parsed_rows``, any order) or carried over from ``previous``.
-    Failures are rows with ``status=FAILED`` and the error."""
-    prev_texts = _previous_texts(previous)
-    fresh: dict[str, tuple[Any, Any]] = {}  # doc_id -> (status, error) of a batch's parse
-    for part in parsed:
-        texts = part["texts"]
-        fresh.update(
-            zip(
-                rows.strings(texts, "doc_id"),
-                zip(texts.column("status").to_pylist(), texts.column("error").to_pylist(), strict=True),
-                strict=True,
+    """The ``parsed_blocks`` output as whole tables: ``ParseMerge``'s groups concatenated."""
+    merge = ParseMerge(kb, documents, previous, parsed)
+    pieces: dict[str, list[pa.Table]] = {name: [] for name in PARSED_TABLES}
+    for group in merge.groups():
+        for name, table in group.items():
+            pieces[name].append(table)
+    tables = {name: pa.concat_tables(pieces[name]) for name in PARSED_TABLES}
+    return StageResult(tables, merge.stats)
+
+
+class ParseMerge:
+    """The ``parsed_blocks`` output, a group of ``size`` documents of ``documents`` at a
+    time in table order: each document's rows from the batches (``parsed_rows`` of a slice
+    of ``documents_to_parse``, in order; each read once, when its first document is due:
+    ``rows.batch_groups``), or carried over from ``previous`` (tables, or the partition's
+    datasets, of which only the kept documents' files are read), or, for a document
+    discovery could not read, a failed row made here. What is held is one group's rows and
+    the rest of the last batch read, never the partition. ``stats`` is complete once
+    ``groups`` is exhausted; failures are rows with ``status=FAILED`` and the error."""
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        documents: pa.Table,
+        previous: Mapping[str, pa.Table | pads.Dataset] | None,
+        batches: Sequence[ParsedBatch],
+        size: int = rows.CHECK_GROUP_DOCS,
+    ) -> None:
+        self.kb, self.documents, self.previous, self.batches, self.size = kb, documents, previous, batches, size
+        self.stats = ParseStats()
+
+    def groups(self) -> Iterator[dict[str, pa.Table]]:
+        """Each group's ``texts``, ``blocks`` and ``images`` (one group, empty, when there
+        are no documents)."""
+        prev_texts = _previous_texts(self.previous)
+        docs = {d.doc_id: d for d in documents_of(self.documents)}
+        reusable = {i: old for i, d in docs.items() if (old := _reusable(self.kb, prev_texts, d)) is not None}
+        read = ((batch() if callable(batch) else batch) for batch in self.batches)
+        todo = [i for i, d in docs.items() if i not in reusable and not d.error]  # (``documents_to_parse``)
+        block_types: Counter[str] = Counter()
+        for ids, due in rows.batch_groups(list(docs), read, "texts", todo, self.size):
+            fresh_texts = pa.concat_tables(due["texts"]) if due.get("texts") else schemas.TEXTS.empty_table()
+            fresh = dict(
+                zip(
+                    rows.strings(fresh_texts, "doc_id"),
+                    zip(fresh_texts.column("status").to_pylist(), fresh_texts.column("error").to_pylist(), strict=True),
+                    strict=True,
+                )
             )
-        )
-    order: list[str] = []
-    kept: list[str] = []
-    unread: list[Document] = []  # discovery could not read them: failed rows made here
-    status: str
-    error: str | None
-    stats = ParseStats()
-    for doc in documents_of(documents):
-        stats.documents += 1
-        order.append(doc.doc_id)
-        old = None if doc.doc_id in fresh else _reusable(kb, prev_texts, doc)
-        if old is not None:
-            kept.append(doc.doc_id)
-            stats.reused += 1
-            if old["status"] != DocStatus.OK.value:
-                stats.failed.append({"path": doc.path, "error": old["error"] or "unknown error"})
-            continue
-        if doc.error:
-            unread.append(doc)
-            status, error = DocStatus.FAILED.value, doc.error
-        elif doc.doc_id in fresh:
-            status, error = fresh[doc.doc_id]
-        else:
-            raise RuntimeError(f"{doc.path}: neither parsed by a batch nor reusable from the previous run")
-        stats.parsed += 1
-        if status != DocStatus.OK.value:
-            stats.failed.append({"path": doc.path, "error": error or "unknown error"})
-    parts = list(parsed)
-    if unread:
-        parts.append(
-            parsed_rows(unread, [ParsedDocument(d.doc_id, DocStatus.FAILED.value, error=d.error) for d in unread])
-        )
-    tables = {}
-    for name, schema in PARSED_TABLES.items():
-        carried = [rows.of_docs(previous[name], kept)] if previous and name in previous and kept else []
-        tables[name] = rows.in_doc_order([*carried, *(p[name] for p in parts)], order, schema)
-    stats.blocks = tables["blocks"].num_rows
-    stats.block_types = dict(sorted(Counter(rows.strings(tables["blocks"], "block_type")).items()))
-    stats.images = tables["images"].num_rows
-    return StageResult(tables, stats)
+            kept = [i for i in ids if i not in fresh and i in reusable]
+            unread = [docs[i] for i in ids if i not in fresh and i not in reusable and docs[i].error]
+            self._count(ids, docs, fresh, reusable)
+            made = (
+                parsed_rows(unread, [ParsedDocument(d.doc_id, DocStatus.FAILED.value, error=d.error) for d in unread])
+                if unread
+                else {}
+            )
+            group = {}
+            for name, schema in PARSED_TABLES.items():
+                carried = (
+                    [rows.of_docs(self.previous[name], kept)]
+                    if self.previous and name in self.previous and kept
+                    else []
+                )
+                extra = [made[name]] if name in made else []
+                group[name] = rows.in_doc_order([*carried, *due.get(name, []), *extra], ids, schema)
+            self.stats.blocks += group["blocks"].num_rows
+            self.stats.images += group["images"].num_rows
+            block_types.update(rows.strings(group["blocks"], "block_type"))
+            self.stats.block_types = dict(sorted(block_types.items()))
+            yield group
+
+    def _count(
+        self,
+        ids: Sequence[str],
+        docs: Mapping[str, Document],
+        fresh: Mapping[str, tuple[Any, Any]],
+        reusable: Mapping[str, dict[str, Any]],
+    ) -> None:
+        """A group's documents in the stats, in table order."""
+        stats = self.stats
+        for doc_id in ids:
+            doc = docs[doc_id]
+            stats.documents += 1
+            if doc_id not in fresh and doc_id in reusable:
+                old = reusable[doc_id]
+                stats.reused += 1
+                if old["status"] != DocStatus.OK.value:
+                    stats.failed.append({"path": doc.path, "error": old["error"] or "unknown error"})
+                continue
+            if doc_id in fresh:
+                status, error = fresh[doc_id]
+            elif doc.error:
+                status, error = DocStatus.FAILED.value, doc.error
+            else:
+                raise RuntimeError(f"{doc.path}: neither parsed by a batch nor reusable from the previous run")
+            stats.parsed += 1
+            if status != DocStatus.OK.value:
+                stats.failed.append({"path": doc.path, "error": error or "unknown error"})
 
 
 def parse_documents(

@@ -9,7 +9,7 @@ one-document change costs one document's work plus a few column scans, not the K
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -178,6 +178,75 @@ def by_document_groups(
     for i, start in enumerate(starts):
         end = start + size if i + 1 < len(starts) else len(order) + 1
         yield {name: t.filter(_in_range(ranks[name], start, end)) if name in ranks else t for name, t in tables.items()}
+
+
+def batch_groups(
+    order: Sequence[str],
+    batches: Iterable[Mapping[str, pa.Table]],
+    key: str,
+    todo: Collection[str],
+    size: int = CHECK_GROUP_DOCS,
+) -> Iterator[tuple[list[str], dict[str, list[pa.Table]]]]:
+    """The rows of a fanned-out stage's ``batches`` (each a mapping of table name to rows,
+    drawn from the iterable when needed) handed out a group of ``size`` documents of
+    ``order`` at a time: (the group's documents, each table's rows of them, as pieces in
+    batch order). The batches are contiguous slices of ``todo`` (the documents they hold)
+    in order, so each is drawn once, when a group holds a document of ``todo`` that the
+    batches drawn so far have not reached (by their ``key`` table's documents); what is
+    held is the group's rows and the rest of the last batch drawn. A batch holding a
+    document of a group already handed out is refused; rows of documents not in ``order``
+    are dropped. What the streamed merges (``ParseMerge``, ``ChunkMerge``) are built on."""
+    ids = pa.array(list(order), pa.string())
+    pending: list[dict[str, tuple[pa.Table, Any]]] = []  # rows not handed out yet, with their ranks
+    drawn = iter(batches)
+    reached = -1  # the highest rank a drawn batch has reached
+    wanted = set(todo)
+    for start in list(range(0, len(order), size)) or [0]:
+        end = start + size
+        due_up_to = max((i for i in range(start, min(end, len(order))) if order[i] in wanted), default=-1)
+        while reached < due_up_to:
+            batch = next(drawn, None)
+            if batch is None:
+                reached = len(order)
+                break
+            ranked: dict[str, tuple[pa.Table, Any]] = {
+                name: (t, pc.index_in(t.column("doc_id"), value_set=ids)) for name, t in batch.items()
+            }
+            high = _check_drawn(order, ranked[key], start)
+            if high is not None:
+                reached = max(reached, high)
+            pending.append(ranked)
+        due: dict[str, list[pa.Table]] = {}
+        rest: list[dict[str, tuple[pa.Table, Any]]] = []
+        for ranked in pending:
+            left: dict[str, tuple[pa.Table, Any]] = {}
+            for name, (table, rank) in ranked.items():
+                now: Any = pc.fill_null(pc.less(rank, pa.scalar(end)), False)
+                later: Any = pc.fill_null(pc.greater_equal(rank, pa.scalar(end)), False)
+                due.setdefault(name, []).append(table.filter(now))
+                if pc.any(later).as_py():
+                    left[name] = (table.filter(later), rank.filter(later))
+            if left:
+                rest.append(left)
+        pending = rest
+        yield list(order[start:end]), due
+    for batch in drawn:  # (none when the batches come in order: their documents were all due)
+        table = batch[key]
+        _check_drawn(order, (table, pc.index_in(table.column("doc_id"), value_set=ids)), len(order))
+
+
+def _check_drawn(order: Sequence[str], ranked: tuple[pa.Table, Any], start: int) -> int | None:
+    """The highest rank of a drawn batch's rows (None: no rows of a document of ``order``);
+    refused when one is before ``start``, the first document not handed out yet."""
+    table, rank = ranked
+    span = pc.min_max(rank) if table.num_rows else None
+    low, high = (span["min"].as_py(), span["max"].as_py()) if span is not None else (None, None)
+    if low is not None and low < start:
+        raise ValueError(
+            f"a batch holds document {order[low]!r}, whose group was merged already: "
+            "the batches must be slices of the work's todo, in order"
+        )
+    return None if high is None else int(high)
 
 
 def _in_range(values: Any, start: int, end: int) -> Any:
