@@ -189,3 +189,17 @@ def test_a_summary_that_no_longer_describes_the_rows_is_not_trusted(tmp_path):
     memory = Layout(tmp_path / "memory")
     write_search_table(memory, "big", "v1", chunks, vecs)
     assert _table(layout).equals(_table(memory)) and _meta(_table(layout)) == _meta(_table(memory))
+
+
+def test_the_vectors_sum_taken_in_blocks_is_the_whole_sum_to_the_unit():
+    """``fixed_sum`` converts ``SUM_BLOCK_ROWS`` rows at a time (bounded temporaries): the
+    sum is the one of the whole matrix converted at once, NaN and infinities as 0."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    vecs = rng.normal(size=(store_lance.SUM_BLOCK_ROWS * 3 + 17, 24)).astype(np.float32)
+    vecs[5, 3], vecs[2000, 0], vecs[-1, -1] = np.nan, np.inf, -np.inf
+    clean = np.nan_to_num(vecs.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    whole = np.rint(clean * store_lance.SUM_SCALE).astype(np.int64).sum(axis=0)
+    assert store_lance.fixed_sum(vecs) == [int(x) for x in whole]
+    assert store_lance.fixed_sum(vecs[:0]) == [0] * 24
