@@ -22,7 +22,6 @@ from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.stats import EmbedStats, StageResult
 from corpus_pipeline.progress import ProgressFn
 from corpus_pipeline.store import schemas
-from corpus_pipeline.store.parquet import iter_slices
 
 PROGRESS_STEPS = 20  # at most this many progress reports (and model calls) per embed
 
@@ -120,32 +119,17 @@ def _previous_hashes(previous: pa.Table | pads.Dataset | None, model: str) -> An
     return hashes.combine_chunks() if len(hashes) else None
 
 
-#: Chunk rows the embedding plan reads at a time (of the text hashes, then of the texts).
-PLAN_SLICE_ROWS = 16_384
-
-
-def _slices(children: pa.Table | pads.Dataset, columns: list[str]) -> Iterator[pa.Table]:
-    """``columns`` of ``children``'s rows in order, ``PLAN_SLICE_ROWS`` at a time (a
-    partition's dataset is read file by file: ``store.parquet.iter_slices``)."""
-    if isinstance(children, pads.Dataset):
-        yield from iter_slices(children, columns, PLAN_SLICE_ROWS)
-        return
-    table = children.select(columns)
-    for start in range(0, table.num_rows, PLAN_SLICE_ROWS):
-        yield table.slice(start, PLAN_SLICE_ROWS)
-
-
 class EmbedPlan:
     """The work of a run's embed: the distinct texts of ``children`` this model has no
     vector for, neither in this partition's ``previous`` embeddings nor in the cache, in
-    first-seen order. Found without holding the children's texts: ``of`` reads their text
-    hashes a slice at a time; ``batches`` then reads the texts a slice at a time and hands
-    them out a batch at a time (the ``chunk_embeddings`` asset stages each as a step's
-    input before it reads on). What is held is the hashes to embed and one batch of texts."""
+    first-seen order. Found without reading the children's texts: ``of`` reads their text
+    hashes (one narrow column) and keeps, of each text to embed, the row of its first chunk
+    (``at``, increasing); ``batches`` then reads those rows' texts a batch at a time, from
+    the files that hold them only (a one-document edit reads that document's file, not the
+    partition's texts). What is held is the hashes and one batch of texts."""
 
-    def __init__(self, children: pa.Table | pads.Dataset, hashes: pa.Array[Any]) -> None:
-        self.children = children
-        self.hashes = hashes
+    def __init__(self, children: pa.Table | pads.Dataset, hashes: pa.Array[Any], at: np.ndarray) -> None:
+        self.children, self.hashes, self.at = children, hashes, at
 
     @classmethod
     def of(
@@ -155,16 +139,29 @@ class EmbedPlan:
         cache: EmbeddingCache | None,
         previous: pa.Table | pads.Dataset | None = None,
     ) -> EmbedPlan:
+        column = children.to_table(columns=["text_hash"]) if isinstance(children, pads.Dataset) else children
+        raw: Any = column.column("text_hash").combine_chunks().cast(pa.string())
+        col: Any = pc.fill_null(raw, "")
+        rows_left = np.arange(len(col), dtype=np.int64)
         prev = _previous_hashes(previous, config.vector_key)
-        todo: dict[str, None] = {}
-        for part in _slices(children, ["text_hash"]):
-            col = part.column("text_hash")
-            if prev is not None:
-                col = col.filter(pc.invert(pc.is_in(col, value_set=prev)))
-            new = [str(h) for h in dict.fromkeys(col.to_pylist()) if h not in todo]
-            found = cache.has_many(config.vector_key, new) if cache is not None and new else set()
-            todo.update((h, None) for h in new if h not in found)
-        return cls(children, pa.array(list(todo), pa.string()))
+        if prev is not None and len(col):
+            seen: Any = pc.is_in(col, value_set=prev)
+            known = np.asarray(seen.to_numpy(zero_copy_only=False), dtype=bool)
+            rows_left = rows_left[~known]
+        at = rows_left
+        if len(rows_left):
+            left: Any = col.take(pa.array(rows_left))
+            ids = np.asarray(pc.index_in(left, value_set=pc.unique(left)).to_numpy(zero_copy_only=False))
+            _, first = np.unique(ids, return_index=True)  # (each distinct text's first row)
+            at = rows_left[np.sort(first)]
+        hashes: Any = col.take(pa.array(at, pa.int64()))
+        if cache is not None and len(hashes):
+            found = cache.has_many(config.vector_key, [str(h) for h in hashes.to_pylist()])
+            if found:
+                hit = pc.is_in(hashes, value_set=pa.array(sorted(found), pa.string()))
+                keep = ~np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
+                at, hashes = at[keep], hashes.filter(pa.array(keep))
+        return cls(children, hashes, at)
 
     @property
     def count(self) -> int:
@@ -178,37 +175,28 @@ class EmbedPlan:
 
     def batches(self, sizes: Sequence[int]) -> Iterator[list[str]]:
         """The texts to embed, in order, cut into batches of ``sizes`` (``batches.sizes``
-        of ``count``). Each text is taken from its first chunk; the children read in the
-        same order as ``of`` read them, so first-seen texts come in the plan's order (a
-        text out of that order means the partition changed under the plan: refused)."""
+        of ``count``), each read when it is asked for. A row whose text hash is not the
+        plan's means the partition changed under the plan: refused."""
         if sum(sizes) != self.count or any(n <= 0 for n in sizes):
             raise ValueError(f"batch sizes {list(sizes)} do not cut the {self.count} text(s) to embed")
-        if not self.count:
-            return
-        cuts = iter(sizes)
-        size = next(cuts)
-        batch: list[str] = []
-        nxt = 0  # the position in ``hashes`` of the next text to hand out
-        for part in _slices(self.children, ["text_hash", "text"]):
-            at: Any = pc.index_in(part.column("text_hash"), value_set=self.hashes)
-            wanted: Any = pc.is_valid(at)
-            if not pc.any(wanted).as_py():
-                continue
-            positions = pc.filter(at, wanted).to_numpy()
-            texts = rows.strings(part.filter(wanted), "text")
-            for pos, text in zip(positions.tolist(), texts, strict=True):
-                if pos < nxt:  # (a later chunk of a text already handed out)
-                    continue
-                if pos > nxt:
-                    raise StoreError("child_chunks changed while the embedding plan read it: run the stage again")
-                batch.append(text)
-                nxt += 1
-                if len(batch) == size:
-                    yield batch
-                    batch = []
-                    size = next(cuts, 0)
-        if nxt != self.count:
-            raise StoreError("child_chunks changed while the embedding plan read it: run the stage again")
+        children = self.children
+        spans = rows.file_spans(children) if isinstance(children, pads.Dataset) else []
+        start = 0
+        for n in sizes:
+            at = self.at[start : start + n]
+            part: pa.Table | None = None
+            try:
+                if isinstance(children, pads.Dataset):
+                    part = rows.take_at(children, spans, ["text_hash", "text"], at)
+                else:
+                    part = children.select(["text_hash", "text"]).take(pa.array(at, pa.int64()))
+            except (IndexError, pa.ArrowIndexError):
+                part = None
+            got = None if part is None else part.column("text_hash").combine_chunks().cast(pa.string())
+            if part is None or got is None or not got.equals(self.hashes.slice(start, n)):
+                raise StoreError("child_chunks changed while the embedding plan read it: run the stage again")
+            yield rows.strings(part, "text")
+            start += n
 
 
 def texts_to_embed(

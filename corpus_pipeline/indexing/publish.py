@@ -22,6 +22,7 @@ import pyarrow.dataset as pads
 
 from corpus_pipeline import freshness
 from corpus_pipeline.errors import StoreError
+from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.embed import vectors_of
 from corpus_pipeline.indexing.stats import PublishStats
 from corpus_pipeline.store.layout import Layout, search_table_name
@@ -122,7 +123,7 @@ class PartitionInput:
 
     @functools.cached_property
     def _file_spans(self) -> dict[str, list[tuple[int, int]]]:  # (each file's rows, from its footer: once)
-        return {"children": _spans(self.children), "embeddings": _spans(self.embeddings)}
+        return {"children": rows.file_spans(self.children), "embeddings": rows.file_spans(self.embeddings)}
 
     def docs_from(self, sources: dict[str, list[str]]) -> set[str]:
         """The documents with a row in a file ``sources`` does not list: their rows may be
@@ -152,8 +153,8 @@ class PartitionInput:
         at = np.flatnonzero(np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool))
         if not len(at):
             return
-        chunks = _take(self.children, self._file_spans["children"], list(SEARCH_COLUMNS), at)
-        vectors = _take(self.embeddings, self._file_spans["embeddings"], ["chunk_id", "vector"], at)
+        chunks = rows.take_at(self.children, self._file_spans["children"], list(SEARCH_COLUMNS), at)
+        vectors = rows.take_at(self.embeddings, self._file_spans["embeddings"], ["chunk_id", "vector"], at)
         yield chunks, _vectors(chunks, vectors)
 
 
@@ -169,27 +170,6 @@ def _name(fragment: Any) -> str:
 
 def _names(ds: pads.Dataset) -> list[str]:
     return [_name(f) for f in ds.get_fragments()]
-
-
-def _spans(ds: pads.Dataset) -> list[tuple[int, int]]:
-    """Each file's rows as [start, end) of the dataset's row order (counts from the footers)."""
-    out, start = [], 0
-    for fragment in ds.get_fragments():
-        n = fragment.count_rows()
-        out.append((start, start + n))
-        start += n
-    return out
-
-
-def _take(ds: pads.Dataset, spans: list[tuple[int, int]], columns: list[str], at: np.ndarray) -> pa.Table:
-    """``columns`` of the dataset's rows at the sorted positions ``at`` (its files' ``spans``),
-    reading only the files that hold them."""
-    parts = []
-    for fragment, (start, end) in zip(ds.get_fragments(), spans, strict=True):
-        local = at[(at >= start) & (at < end)] - start
-        if len(local):
-            parts.append(fragment.take(pa.array(local), columns=columns))
-    return pa.concat_tables(parts) if parts else ds.schema.empty_table().select(columns)
 
 
 def ann_min_rows(layout: Layout, kb: str) -> int:

@@ -109,6 +109,27 @@ def _dataset_rows(ds: pads.Dataset, ids: pa.Array[Any]) -> pa.Table:
     return found.to_table(filter=pc.field("doc_id").isin(ids))
 
 
+def file_spans(ds: pads.Dataset) -> list[tuple[int, int]]:
+    """Each file's rows as [start, end) of the dataset's row order (counts from the footers)."""
+    out, start = [], 0
+    for fragment in ds.get_fragments():
+        n = fragment.count_rows()
+        out.append((start, start + n))
+        start += n
+    return out
+
+
+def take_at(ds: pads.Dataset, spans: list[tuple[int, int]], columns: list[str], at: Any) -> pa.Table:
+    """``columns`` of the dataset's rows at the sorted positions ``at`` (a NumPy array; its
+    files' ``spans``, ``file_spans``), reading only the files that hold them."""
+    parts = []
+    for fragment, (start, end) in zip(ds.get_fragments(), spans, strict=True):
+        local = at[(at >= start) & (at < end)] - start
+        if len(local):
+            parts.append(fragment.take(pa.array(local), columns=columns))
+    return pa.concat_tables(parts) if parts else ds.schema.empty_table().select(columns)
+
+
 def narrowed(
     tables: Mapping[str, pa.Table | pads.Dataset], doc_ids: Collection[str]
 ) -> dict[str, pa.Table | pads.Dataset]:

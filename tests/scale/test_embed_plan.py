@@ -1,7 +1,7 @@
 """The embedding plan streams its partition (``indexing.EmbedPlan``): it reads the text
-hashes to find what to embed, then the texts a slice at a time, a batch handed out before
-the next slice is read, and what it hands out is the distinct unembedded texts in
-first-seen order, cut as ``batches.split`` would cut the whole list."""
+hashes to find what to embed, then the texts a batch at a time from the files that hold
+them, and what it hands out is the distinct unembedded texts in first-seen order, cut as
+``batches.split`` would cut the whole list."""
 
 from __future__ import annotations
 
@@ -50,12 +50,11 @@ OLD = ["t3", "t11", "t30"]
 CACHED = ["t5", "t12"]
 
 
-@pytest.mark.parametrize("slice_rows", [1, 4, 16, 1000])
+@pytest.mark.parametrize("docs_per_file", [1, 4, 100])
 @pytest.mark.parametrize("workers", [1, 3, 8])
-def test_batches_are_the_whole_list_cut_as_split_cuts_it(tmp_path, monkeypatch, slice_rows, workers):
-    monkeypatch.setattr(embed_mod, "PLAN_SLICE_ROWS", slice_rows)
+def test_batches_are_the_whole_list_cut_as_split_cuts_it(tmp_path, docs_per_file, workers):
     folder = tmp_path / "child_chunks"
-    assert len(write_partition(folder, _children(TEXTS), docs_per_file=4)) > 1
+    write_partition(folder, _children(TEXTS), docs_per_file=docs_per_file)
     cache = EmbeddingCache(tmp_path / "e.sqlite")
     cache.put_many(CONFIG.vector_key, {text_hash(t): pa.array([1.0, 0.0]).to_numpy() for t in CACHED})
     rule = batches.BatchRule(min_size=2, max_size=9)
@@ -71,26 +70,38 @@ def test_batches_are_the_whole_list_cut_as_split_cuts_it(tmp_path, monkeypatch, 
     assert texts_to_embed(dataset(folder), CONFIG, cache, _previous(OLD)) == want
 
 
-def test_a_batch_is_handed_out_before_the_rest_is_read(tmp_path, monkeypatch):
-    """The texts are read a slice at a time as batches fill, not all before the first."""
-    monkeypatch.setattr(embed_mod, "PLAN_SLICE_ROWS", 8)
+def test_a_batch_is_read_when_asked_for_and_only_from_its_files(tmp_path, monkeypatch):
+    """The texts are read a batch at a time as the batches are asked for, not all before the
+    first; and an edit's plan reads the files of the edited document's chunks only."""
     texts = [f"x{i}" for i in range(64)]
     folder = tmp_path / "child_chunks"
-    write_partition(folder, _children(texts), docs_per_file=2)
+    files = write_partition(folder, _children(texts), docs_per_file=2)  # (6 chunks a file)
     read: list[int] = []
-    real = embed_mod.iter_slices
+    real = embed_mod.rows.take_at
 
-    def counting(ds, columns, rows):
-        for part in real(ds, columns, rows):
-            if "text" in columns:
-                read.append(part.num_rows)
-            yield part
+    def counting(ds, spans, columns, at):
+        out = real(ds, spans, columns, at)
+        read.append(out.num_rows)
+        return out
 
-    monkeypatch.setattr(embed_mod, "iter_slices", counting)
+    monkeypatch.setattr(embed_mod.rows, "take_at", counting)
     plan = EmbedPlan.of(dataset(folder), CONFIG, None)
     out = plan.batches([16, 16, 16, 16])
-    assert next(out) == texts[:16] and sum(read) == 16
-    assert list(out) == [texts[16:32], texts[32:48], texts[48:]] and sum(read) == 64
+    assert next(out) == texts[:16] and read == [16]
+    assert list(out) == [texts[16:32], texts[32:48], texts[48:]] and read == [16] * 4
+
+    edited = [*texts[:30], "new text", *texts[31:]]
+    other = tmp_path / "edited"
+    write_partition(other, _children(edited), docs_per_file=2)
+    opened: list[int] = []
+
+    def files_read(ds, spans, columns, at):
+        opened.append(sum(1 for start, end in spans if ((at >= start) & (at < end)).any()))
+        return real(ds, spans, columns, at)
+
+    monkeypatch.setattr(embed_mod.rows, "take_at", files_read)
+    edit = EmbedPlan.of(dataset(other), CONFIG, None, _previous(texts))
+    assert list(edit.batches([1])) == [["new text"]] and opened == [1] and len(files) > 5
 
 
 def test_nothing_to_embed_gives_no_batch(tmp_path):
@@ -107,16 +118,20 @@ def test_sizes_that_do_not_cut_the_work_are_refused():
         list(plan.batches([3, 0]))
 
 
-def test_children_that_changed_under_the_plan_are_refused():
-    """The plan's order is the children's; read in another order (the partition replaced
-    between the two passes), the texts would land in other batches: refused, named."""
+def test_children_that_changed_under_the_plan_are_refused(tmp_path):
+    """The plan holds the rows of the texts it found; if they hold other texts when they are
+    read (the partition replaced in between), refused, named."""
     plan = EmbedPlan.of(_children(["a", "b", "c"]), CONFIG, None)
-    moved = EmbedPlan(_children(["b", "a", "c"]), plan.hashes)
+    moved = EmbedPlan(_children(["b", "a", "c"]), plan.hashes, plan.at)
     with pytest.raises(StoreError, match="child_chunks changed while the embedding plan read it"):
         list(moved.batches([3]))
-    gone = EmbedPlan(_children(["a", "b"]), plan.hashes)
+    gone = EmbedPlan(_children(["a", "b"]), plan.hashes, plan.at)
     with pytest.raises(StoreError, match="changed while"):
         list(gone.batches([3]))
+    folder = tmp_path / "child_chunks"
+    write_partition(folder, _children(["a", "b"]), docs_per_file=1)
+    with pytest.raises(StoreError, match="changed while"):
+        list(EmbedPlan(dataset(folder), plan.hashes, plan.at).batches([3]))
 
 
 @pytest.mark.parametrize("items", [0, 1, 255, 256, 4097, 100_000])
