@@ -159,6 +159,17 @@ def test_incremental_tables_equal_a_rebuild_row_for_row(tmp_path, monkeypatch, g
     assert [s["path"] for s in p.stats.failed] == ["broken.docx"]
 
 
+def _mixed_kb(tmp_path):
+    """A KB of five manuals, a flat note and a broken DOCX: (its folder, the resolved KB)."""
+    d = tmp_path / "kb"
+    d.mkdir()
+    for i in range(5):
+        (d / f"doc-{i}.md").write_text(STRUCTURED.replace("AES-256", f"cipher-{i}"))
+    (d / "notes.txt").write_text(FLAT)
+    (d / "broken.docx").write_bytes(b"not a zip")
+    return d, resolve_kb(d)
+
+
 def test_parse_batches_merged_equal_one_parse_of_the_whole_kb(tmp_path):
     """What a fanned-out ``parsed_blocks`` does (each batch's parse handed to the merge as
     Arrow rows, ``parsed_rows``) gives the tables of one parse of every document, failures
@@ -166,13 +177,7 @@ def test_parse_batches_merged_equal_one_parse_of_the_whole_kb(tmp_path):
     them in document order, ``indexing.ParseMerge``)."""
     import pyarrow as pa
 
-    d = tmp_path / "kb"
-    d.mkdir()
-    for i in range(5):
-        (d / f"doc-{i}.md").write_text(STRUCTURED.replace("AES-256", f"cipher-{i}"))
-    (d / "notes.txt").write_text(FLAT)
-    (d / "broken.docx").write_bytes(b"not a zip")
-    kb = resolve_kb(d)
+    _d, kb = _mixed_kb(tmp_path)
     docs = indexing.discover_documents(kb).tables
     whole = indexing.parse_documents(kb, docs)
     todo = indexing.documents_to_parse(kb, docs, None)
@@ -196,13 +201,7 @@ def test_the_parse_merge_streams_groups_that_make_the_whole_parse(tmp_path, size
     of every document from nothing, and the stats those of the whole-table merge."""
     from corpus_pipeline.store.parquet import dataset, write_partition
 
-    d = tmp_path / "kb"
-    d.mkdir()
-    for i in range(5):
-        (d / f"doc-{i}.md").write_text(STRUCTURED.replace("AES-256", f"cipher-{i}"))
-    (d / "notes.txt").write_text(FLAT)
-    (d / "broken.docx").write_bytes(b"not a zip")
-    kb = resolve_kb(d)
+    d, kb = _mixed_kb(tmp_path)
     first = indexing.parse_documents(kb, indexing.discover_documents(kb).tables).tables
     folder = tmp_path / "parsed_blocks"
     write_partition(folder, first, docs_per_file=2)
