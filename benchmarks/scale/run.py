@@ -13,7 +13,9 @@ answers for a text the index has not embedded). Then, as users run it, in a subp
    another fresh home: wall time, wall time per document, and peak memory (of the process
    and its children, sampled every 0.2 s: the sum of their RSS, which counts a page shared
    by several processes once in each, and of their PSS, which splits it among them: the
-   memory the tree actually holds);
+   memory the tree actually holds); of the serial run, also each step's peak RSS and the
+   RSS it started from (the samples cut at each finished step's line as it is printed);
+   ``--workers 1`` runs the serial index only;
 2. one document edited (a paragraph inserted) and ``corpus index`` again in the serial
    home: its wall time against the full index's;
 3. search latency: p50 / p95 of ``KB.search`` (the Python API ``corpus serve`` calls) in a
@@ -52,7 +54,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.steps import step_seconds
+from benchmarks.steps import step_label, step_seconds
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO.parent / "shared" / "corpora" / "markdown-5mb"
@@ -179,11 +181,25 @@ def _env(home: Path, tree: Path) -> dict[str, str]:
     return env
 
 
-def corpus_index(
-    home: Path, workers: int, tree: Path = REPO
-) -> tuple[float, tuple[float, float], dict[str, Any], dict[str, float]]:
-    """``corpus index --workers N --json`` in ``home`` with ``tree``'s code: (seconds, (peak
-    RSS MB, peak PSS MB), summary, seconds per step as it printed them)."""
+@dataclass
+class Indexed:
+    """One ``corpus index`` as the benchmark measured it."""
+
+    seconds: float
+    peak_rss_mb: float
+    peak_pss_mb: float
+    summary: dict[str, Any]
+    steps: dict[str, float]  # seconds per step as it printed them
+    # peak (RSS, PSS) MB of the process tree per step, as printed (``benchmarks.steps.step_label``):
+    # the samples since the previous finished step (steps run one after another serially)
+    step_peaks: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # RSS MB when each step started (its first sample; a batched step's first batch)
+    step_starts: dict[str, float] = field(default_factory=dict)
+
+
+def corpus_index(home: Path, workers: int, tree: Path = REPO) -> Indexed:
+    """``corpus index --workers N --json`` in ``home`` with ``tree``'s code, its memory
+    sampled every 0.2 s and cut at each finished step's line as it is printed."""
     env = _env(home, tree)
     env["SCALE_BENCH_KEY"] = "local"
     for var in ("OPENAI_BASE_URL", "CORPUS_VISION_MODEL"):
@@ -191,24 +207,52 @@ def corpus_index(
     cmd = [str(Path(sys.executable).parent / "corpus"), "index", "--kb", KB, "--workers", str(workers), "--json"]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = [0, 0]
+    peak, window = [0, 0], [0, 0]  # the run's, and since the last finished step
+    first = [0]  # RSS at the first sample since the last finished step: what the step started from
+    step_peaks: dict[str, tuple[float, float]] = {}
+    step_starts: dict[str, float] = {}
+    lines: list[str] = []
+    lock = threading.Lock()
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
             rss, pss = _tree_memory(proc.pid)
-            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
+            with lock:
+                peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
+                first[0] = first[0] or rss
+                window[0], window[1] = max(window[0], rss), max(window[1], pss)
             time.sleep(0.2)
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, stderr = proc.communicate()  # (both pipes read together: neither can fill and block)
+    def read_stderr() -> None:  # (read while stdout is: neither pipe can fill and block)
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            label = step_label(line)
+            if label is None:
+                continue
+            with lock:
+                was = step_peaks.get(label, (0.0, 0.0))
+                step_peaks[label] = (max(was[0], window[0] / 2**20), max(was[1], window[1] / 2**20))
+                step_starts.setdefault(label, first[0] / 2**20)
+                window[0] = window[1] = first[0] = 0
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (sample, read_stderr)]
+    for t in threads:
+        t.start()
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    proc.wait()
     seconds = time.monotonic() - t0
     done.set()
-    sampler.join()
+    for t in threads:
+        t.join()
+    stderr = "".join(lines)
     if proc.returncode != 0:
         raise RuntimeError(f"corpus index failed ({proc.returncode}) in {home}: {stderr[-2000:]}{out[-2000:]}")
-    return seconds, (peak[0] / 2**20, peak[1] / 2**20), json.loads(out)[0], step_seconds(stderr)
+    return Indexed(
+        seconds, peak[0] / 2**20, peak[1] / 2**20, json.loads(out)[0], step_seconds(stderr), step_peaks, step_starts
+    )
 
 
 def edit_one(home: Path) -> None:
@@ -279,7 +323,13 @@ def written_by_edit(home: Path) -> str:
 
 
 def run_size(
-    base: Path, n_docs: int, workers: int, seed: int, model: str | None = None, trees: dict[str, Path] | None = None
+    base: Path,
+    n_docs: int,
+    workers: int,
+    seed: int,
+    model: str | None = None,
+    trees: dict[str, Path] | None = None,
+    keep: bool = False,
 ) -> list[Row]:
     """One KB of ``n_docs`` documents, indexed serially and with ``workers`` (each in a fresh
     home), then edited and re-indexed, then searched: with each code tree of ``trees``
@@ -290,7 +340,16 @@ def run_size(
         mine = []
         for w, home in homes.items():
             make_kb(home, n_docs, seed, model)
-            secs, peak, summary, _steps = corpus_index(home, w, tree)
+            run = corpus_index(home, w, tree)
+            secs, peak, summary = run.seconds, (run.peak_rss_mb, run.peak_pss_mb), run.summary
+            if w == 1:
+                top = sorted(run.step_peaks.items(), key=lambda kv: -kv[1][0])[:6]
+                by_step = ", ".join(f"{k} {v[0]:,.0f} (from {run.step_starts.get(k, 0):,.0f})" for k, v in top)
+                step_notes = [
+                    f"{label + ': ' if label else ''}serial peak RSS MB by step, the highest (from: RSS as it "
+                    f"started): {by_step}"
+                ]
+                print(f"  by step: {by_step}", flush=True)
             mine.append(
                 Row(
                     n_docs,
@@ -310,8 +369,10 @@ def run_size(
                 flush=True,
             )
         serial = mine[0]
+        serial.notes += step_notes
         edit_one(homes[1])
-        secs, _peak, summary, steps = corpus_index(homes[1], 1, tree)
+        edit = corpus_index(homes[1], 1, tree)
+        secs, summary, steps = edit.seconds, edit.summary, edit.steps
         serial.edit_seconds, serial.edit_share = round(secs, 1), round(secs / serial.seconds, 4)
         top = ", ".join(f"{k} {v:.1f}" for k, v in sorted(steps.items(), key=lambda kv: -kv[1])[:5])
         serial.notes.append(
@@ -330,7 +391,7 @@ def run_size(
             )
         print(f"  one edit: {secs:.1f} s ({100 * serial.edit_share:.2f} % of the full index); search p50 "
               f"{serial.search_p50_ms} ms", flush=True)  # fmt: skip
-        for home in homes.values():
+        for home in homes.values() if not keep else ():
             shutil.rmtree(home, ignore_errors=True)
         rows += mine
     return rows
@@ -407,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", type=Path, default=None, help="where the homes go (default: a temporary folder)")
     ap.add_argument("--write", action="store_true", help="write RESULTS.md")
+    ap.add_argument("--keep", action="store_true", help="keep the indexed homes under --out (to look into them)")
     ap.add_argument(
         "--against",
         metavar="REF",
@@ -437,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         for n in (int(x) for x in args.sizes.split(",") if x.strip()):
             print(f"{n} documents ...", flush=True)
-            rows += run_size(base, n, args.workers, args.seed, url, trees)
+            rows += run_size(base, n, args.workers, args.seed, url, trees, keep=args.keep)
     ctx["load_after"] = _load()
     ctx["model_server"] = args.model_server
     print(json.dumps([asdict(r) for r in rows], indent=1))
