@@ -4,7 +4,6 @@ model embedded before (any KB, any version, any run) comes from the vector cache
 from __future__ import annotations
 
 import math
-import mmap
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -275,40 +274,67 @@ SLICE_ROWS = 32_768
 
 class _Matrix:
     """The output vectors, one row per child: in memory, or (``spill``, a folder) in a
-    temporary file mapped into memory whose pages are handed back to the system after each
-    source is copied in and each slice is read out (``release``): then what the process
-    holds is one source or one slice, not the partition's vectors (the file is in the page
-    cache, which the kernel may write out and reuse)."""
+    temporary file there, written and read with plain file I/O (``put``, ``get``): then what
+    the process holds is the source being copied in or the slice being read out, not the
+    partition's vectors; the file's pages are the kernel's page cache, which it writes out
+    and reuses. Not a memory map: a mapped file's pages count in the process's resident
+    memory while they are mapped, and where the page cache uses large folios (ext4 on Linux
+    6.x) writing one row maps up to megabytes around it: at 50,000 documents the spill
+    mapped ~600 MB while one batch's rows, scattered by repeated texts, were copied in."""
 
     def __init__(self, rows: int, dim: int, spill: Path | None) -> None:
-        self._map: mmap.mmap | None = None
+        self.rows, self.dim = rows, dim
         self._file: Any = None
-        size = rows * dim * 4
-        if spill is None or size == 0:
-            self.data = np.empty((rows, dim), dtype=np.float32)
+        self._data: np.ndarray | None = None
+        if spill is None or rows * dim == 0:
+            self._data = np.empty((rows, dim), dtype=np.float32)
             return
         spill.mkdir(parents=True, exist_ok=True)
-        # (unlinked at once: gone with the process; closed by ``close``)
-        self._file = tempfile.TemporaryFile(dir=spill, prefix="vectors-")  # noqa: SIM115
-        self._file.truncate(size)
-        self._map = mmap.mmap(self._file.fileno(), size)
-        self.data = np.frombuffer(self._map, dtype=np.float32).reshape(rows, dim)
+        # (unlinked at once: gone with the process; closed by ``close``; unbuffered)
+        self._file = tempfile.TemporaryFile(dir=spill, prefix="vectors-", buffering=0)  # noqa: SIM115
+        self._file.truncate(rows * dim * 4)
 
     @property
     def spilled(self) -> bool:
-        return self._map is not None
+        return self._file is not None
 
-    def release(self) -> None:
-        """Hand the mapped pages back (they are read again from the file when touched)."""
-        if self._map is not None and hasattr(mmap, "MADV_DONTNEED"):  # (not on Windows: pages stay)
-            self._map.madvise(mmap.MADV_DONTNEED)
+    def put(self, dest: np.ndarray, values: np.ndarray) -> None:
+        """Rows ``dest`` (row numbers) get ``values``' rows, as ``matrix[dest] = values``
+        would (a repeated row: the last wins). In a file, each run of consecutive rows is
+        one write."""
+        if self._data is not None:
+            self._data[dest] = values
+            return
+        if not dest.size:
+            return
+        order = np.argsort(dest, kind="stable")
+        at = dest[order]
+        cuts = np.flatnonzero(np.diff(at) != 1) + 1
+        for start, end in zip(np.r_[0, cuts].tolist(), np.r_[cuts, at.size].tolist(), strict=True):
+            block = np.ascontiguousarray(values[order[start:end]], dtype=np.float32)
+            self._file.seek(int(at[start]) * self.dim * 4)
+            view = block.data.cast("B")
+            while view:
+                view = view[self._file.write(view) :]
+
+    def get(self, start: int, end: int) -> np.ndarray:
+        """Rows ``start`` to ``end``: in memory, a view; from the file, read into a new array."""
+        if self._data is not None:
+            return self._data[start:end]
+        out = np.empty((end - start, self.dim), dtype=np.float32)
+        view = out.data.cast("B")
+        self._file.seek(start * self.dim * 4)
+        while view:
+            n = self._file.readinto(view)
+            if not n:
+                raise StoreError(f"the embedding spill file ended before row {end}: the disk it is on may be full")
+            view = view[n:]
+        return out
 
     def close(self) -> None:
-        if self._map is not None:
-            del self.data  # (the array's view of the map, before the map is closed)
-            self._map.close()
+        if self._file is not None:
             self._file.close()
-            self._map = None
+            self._file = None
 
 
 class EmbeddedChunks:
@@ -319,7 +345,7 @@ class EmbeddedChunks:
 
     def __init__(self, keys: pa.Table, model: str, matrix: _Matrix, stats: EmbedStats) -> None:
         self.keys, self.model, self._matrix, self.stats = keys, model, matrix, stats
-        self.dimension = int(matrix.data.shape[1])
+        self.dimension = matrix.dim
         self.schema = schemas.embeddings_schema(self.dimension)
 
     @property
@@ -332,10 +358,7 @@ class EmbeddedChunks:
         n, dim = self.rows, self.dimension
         for start in range(0, n, rows) if n else [0]:
             end = min(start + rows, n)
-            rows_of = self._matrix.data[start:end]
-            # (out of a spill, a copy: it outlives the map; in memory, a view of the matrix)
-            flat = (np.array(rows_of) if self._matrix.spilled else rows_of).reshape(-1)
-            self._matrix.release()
+            flat = self._matrix.get(start, end).reshape(-1)  # (in memory, a view of the matrix)
             keys = self.keys.slice(start, end - start)
             table = pa.Table.from_pydict(
                 {
@@ -404,8 +427,8 @@ def embed_vectors(
     output matrix, one source at a time: a batch staged on disk (a function in ``fresh``)
     or a file of a ``previous`` dataset is read when its turn comes and let go after, so
     what is held is the output and one source, not every vector twice; with ``spill`` (a
-    local folder) the output is a temporary file there, mapped, whose pages are handed
-    back after each source (``_Matrix``): then only one source is held. No chunk's text or
+    local folder) the output is a temporary file there, written and read with file I/O
+    (``_Matrix``): then only one source is held. No chunk's text or
     vector becomes a Python object unless it must be looked up or embedded. ``children``
     may be the partition's dataset: then only its ``chunk_id`` and ``text_hash`` are read,
     and the text of the rows it must embed."""
@@ -424,17 +447,16 @@ def embed_vectors(
         if not box:
             box.append(_Matrix(n, int(vecs.shape[1]), spill))
             first = what
-        out = box[0].data
-        if vecs.shape[1] != out.shape[1]:
+        out = box[0]
+        if vecs.shape[1] != out.dim:
             raise StoreError(
-                f"the {first} vectors of model {model!r} have {out.shape[1]} dimensions, "
+                f"the {first} vectors of model {model!r} have {out.dim} dimensions, "
                 f"its {what} ones {vecs.shape[1]}: the model changed under the same name; give it a new name in kb.yaml"
             )
         for i in range(0, dest.size, COPY_ROWS):
             part = slice(i, i + COPY_ROWS)
-            out[dest[part]] = vecs[at[part]] if at is not None else vecs[part]
+            out.put(dest[part], vecs[at[part]] if at is not None else vecs[part])
         todo[dest] = False
-        box[0].release()
 
     try:
         for prev in _previous_parts(previous, model):
@@ -472,7 +494,7 @@ def embed_vectors(
             m.close()
         raise
     matrix = box[0]
-    stats = EmbedStats(model=model, embedded=embedded, reused=n - embedded, dimension=int(matrix.data.shape[1]))
+    stats = EmbedStats(model=model, embedded=embedded, reused=n - embedded, dimension=matrix.dim)
     return EmbeddedChunks(keys, model, matrix, stats)
 
 
