@@ -138,19 +138,22 @@ def parents_batch(
 
 @op(
     out={"result": Out(), **{n: Out() for n in _check_outputs("parent_blocks")}},
-    ins={"parsed_blocks": _reads(texts=[*_TEXT_KEYS, "text"]), "parts": In(metadata={STAGED_LAZILY: True})},
+    ins={"parsed_blocks": _reads(texts=LAZY), "parts": In(metadata={STAGED_LAZILY: True})},
 )
 def parents_merge(
     context: OpExecutionContext,
     corpus: CorpusResource,
     llm: LLMResource,
-    parsed_blocks: dict[str, pa.Table],
+    parsed_blocks: dict[str, pads.Dataset],
     parts: list[StagedBatch],
 ) -> Iterator[Output[StageResult] | AssetCheckResult]:
-    """Every document's parents in document order: built by a batch, or kept."""
-    kb, work = _chunk_work("parent_blocks", corpus, llm, context.partition_key, parsed_blocks=parsed_blocks)
+    """Every document's parents in document order: built by a batch, or kept. The
+    documents' texts (what the checks compare spans with) are read a group at a time."""
+    texts = parsed_blocks["texts"]
+    keys = {"texts": texts.to_table(columns=_TEXT_KEYS)}
+    kb, work = _chunk_work("parent_blocks", corpus, llm, context.partition_key, parsed_blocks=keys)
     extra = {"plan": "auto" if kb.auto else kb.plan.snapshot()}
-    yield from _merged(context, corpus, kb, "parent_blocks", work, parts, {"texts": parsed_blocks["texts"]}, extra)
+    yield from _merged(context, corpus, kb, "parent_blocks", work, parts, {"texts": texts}, extra)
 
 
 @graph_asset(
@@ -221,7 +224,7 @@ def children_batch(
     out={"result": Out(), **{n: Out() for n in _check_outputs("child_chunks")}},
     ins={
         "parent_blocks": _reads(data=_PARENT_SPANS),
-        "parsed_blocks": _reads(texts=[*_TEXT_KEYS, "text"], blocks=LAZY),
+        "parsed_blocks": _reads(texts=LAZY, blocks=LAZY),
         "parts": In(metadata={STAGED_LAZILY: True}),
     },
 )
@@ -234,12 +237,15 @@ def children_merge(
     image_descriptions: pa.Table,
     parts: list[StagedBatch],
 ) -> Iterator[Output[StageResult] | AssetCheckResult]:
-    """Every document's children in reading order: built by a batch, or kept."""
+    """Every document's children in reading order: built by a batch, or kept. The
+    documents' texts (what the checks compare spans with) are read a group at a time."""
+    texts = parsed_blocks["texts"]
+    keys = {**parsed_blocks, "texts": texts.to_table(columns=_TEXT_KEYS)}
     kb, work = _chunk_work(
         "child_chunks", corpus, llm, context.partition_key,
-        parent_blocks=parent_blocks, parsed_blocks=parsed_blocks, image_descriptions=image_descriptions,
+        parent_blocks=parent_blocks, parsed_blocks=keys, image_descriptions=image_descriptions,
     )  # fmt: skip
-    alongside = {"parents": parent_blocks, "texts": parsed_blocks["texts"]}
+    alongside = {"parents": parent_blocks, "texts": texts}
     yield from _merged(context, corpus, kb, "child_chunks", work, parts, alongside, {})
 
 
@@ -259,7 +265,7 @@ def _merged(
     asset: str,
     work: indexing.ChunkWork,
     parts: list[StagedBatch],
-    alongside: dict[str, pa.Table],
+    alongside: dict[str, pa.Table | pads.Dataset],
     extra: dict[str, Any],
 ) -> Iterator[Output[StageResult] | AssetCheckResult]:
     """A chunk stage's merge, streamed (``indexing.ChunkMerge``): a group of documents'

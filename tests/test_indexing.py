@@ -322,6 +322,38 @@ def test_a_partitions_tables_are_cut_into_groups_of_whole_documents_in_order():
     assert [g["plain"] for g in groups] == [1, 1]
 
 
+def test_a_partitions_dataset_is_cut_into_the_same_groups_reading_each_groups_files(tmp_path, monkeypatch):
+    """The merges hand the checks the documents' texts as the partition's dataset: each
+    group reads its documents' rows from the files that hold them (never the whole table),
+    and the groups are those of the table, a stray document's rows in the last one."""
+    import pyarrow.parquet as pq
+
+    from corpus_pipeline.indexing import rows
+    from corpus_pipeline.store.parquet import dataset, write_partition
+
+    texts = pa.table({"doc_id": ["a", "b", "zz", "c", "d", "e"], "t": ["A", "B", "Z", "C", "D", "E"]})
+    write_partition(tmp_path / "texts", {"texts": texts}, docs_per_file=1)  # (a file per document)
+    lazy = dataset(tmp_path / "texts", "texts")
+    assert len(lazy.files) == 6
+    order = ["a", "b", "c", "d", "e"]
+    reads: list[list[str]] = []
+    real = rows.of_docs
+    monkeypatch.setattr(rows, "of_docs", lambda t, ids: reads.append(list(ids)) or real(t, ids))
+    for size in (1, 2, 3, 10):
+        reads.clear()
+        eager = [g["texts"].to_pylist() for g in rows.by_document_groups({"texts": texts}, order, size)]
+        got = [g["texts"].to_pylist() for g in rows.by_document_groups({"texts": lazy}, order, size)]
+        assert got == eager and got[-1][-1]["doc_id"] in ("e", "zz")
+        assert [d for ids in reads for d in ids] == [*order, "zz"]  # (each group asked for its own)
+    monkeypatch.setattr(rows, "of_docs", real)
+    groups = rows.by_document_groups({"texts": lazy}, order, 2)
+    assert next(groups)["texts"].column("t").to_pylist() == ["A", "B"]
+    for f in (tmp_path / "texts").glob("texts-*.parquet"):  # (the files of a and b: not read again)
+        if {"a", "b"} & set(pq.read_table(f, columns=["doc_id"]).column("doc_id").to_pylist()):
+            f.write_bytes(b"not parquet any more")
+    assert [g["texts"].column("t").to_pylist() for g in groups] == [["C", "D"], ["Z", "E"]]
+
+
 def test_parts_are_put_in_document_order_keeping_each_documents_rows_in_order():
     from corpus_pipeline.indexing.rows import in_doc_order
 

@@ -188,17 +188,35 @@ def by_document_groups(
     """``tables`` (those with a ``doc_id`` column; the others whole in each group) cut into
     the rows of consecutive groups of ``size`` documents of ``order``, each group's rows in
     table order. Rows of a document not in ``order`` go with the last group (checked, and
-    found wanting, not dropped)."""
+    found wanting, not dropped). A table may be a partition's dataset, nothing read yet:
+    then each group reads its documents' rows only, from the files that hold them
+    (``of_docs``), so the partition's rows (a KB's document texts) are never held at once."""
     ids = pa.array(list(order), pa.string())
     ranks: dict[str, Any] = {
         name: pc.fill_null(pc.index_in(t.column("doc_id"), value_set=ids), pa.scalar(len(order), pa.int32()))
         for name, t in tables.items()
         if isinstance(t, pa.Table) and "doc_id" in t.column_names
     }
+    # (of a dataset: the documents it holds that ``order`` does not, read from its doc_id column)
+    strays: dict[str, list[str]] = {
+        name: [str(d) for d in pc.unique(pc.filter(col, pc.invert(pc.is_in(col, value_set=ids)))).to_pylist()]
+        for name, t in tables.items()
+        if isinstance(t, pads.Dataset) and "doc_id" in t.schema.names
+        for col in [t.to_table(columns=["doc_id"]).column("doc_id")]
+    }
     starts = list(range(0, len(order), size)) or [0]
     for i, start in enumerate(starts):
-        end = start + size if i + 1 < len(starts) else len(order) + 1
-        yield {name: t.filter(_in_range(ranks[name], start, end)) if name in ranks else t for name, t in tables.items()}
+        last = i + 1 == len(starts)
+        end = start + size if not last else len(order) + 1
+        group: dict[str, Any] = {}
+        for name, t in tables.items():
+            if name in ranks:
+                group[name] = t.filter(_in_range(ranks[name], start, end))
+            elif name in strays:
+                group[name] = of_docs(t, [*order[start : start + size], *(strays[name] if last else [])])
+            else:
+                group[name] = t
+        yield group
 
 
 def batch_groups(

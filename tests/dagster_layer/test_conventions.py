@@ -137,9 +137,10 @@ def test_an_input_reads_only_the_tables_and_columns_it_declares(tmp_path):
 
 
 def test_no_chunk_step_reads_every_documents_blocks(tmp_path):
-    """The chunk stages' plans and merges read key columns (and the texts their checks
-    compare spans with); their batches get datasets and read their documents' rows only
-    (``indexing.rows.of_docs``); none reads the blocks of every document."""
+    """The chunk stages' plans read key columns; their merges and batches get datasets and
+    read their documents' rows only (``indexing.rows.of_docs``: a batch its documents', a
+    merge's checks the texts of a group of documents at a time); none reads the blocks, or
+    the texts, of every document."""
     import pyarrow as pa
     import pyarrow.dataset as pads
     from dagster import build_input_context
@@ -176,11 +177,14 @@ def test_no_chunk_step_reads_every_documents_blocks(tmp_path):
         assert READ in meta, (op_def.name, asset)
         return manager.load_input(build_input_context(asset_key=asset, partition_key=key, definition_metadata=meta))
 
-    for op_def in (parents_plan, parents_merge, children_plan, children_merge):
+    for op_def in (parents_plan, children_plan):
         got = load("parsed_blocks", "kb1", op_def)
         assert isinstance(got["texts"], pa.Table) and "content_hash" in got["texts"].column_names
-        assert ("text" in got["texts"].column_names) == op_def.name.endswith("merge")  # the span checks
+        assert "text" not in got["texts"].column_names
         assert "blocks" not in got or isinstance(got["blocks"], pads.Dataset)
+    for op_def in (parents_merge, children_merge):
+        got = load("parsed_blocks", "kb1", op_def)
+        assert all(isinstance(t, pads.Dataset) for t in got.values()) and "texts" in got
     for op_def in (parents_batch, children_batch):
         got = load("parsed_blocks", "kb1", op_def)
         assert all(isinstance(t, pads.Dataset) for t in got.values()) and set(got) == {"texts", "blocks"}
