@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from corpus_pipeline.retrieval.settings import ANN_MIN_ROWS_FLOOR
 from corpus_pipeline.store import lance as store_lance
 from corpus_pipeline.store.lance import open_search_table, vector_mean, write_search_table
 from corpus_pipeline.store.layout import Layout
@@ -153,7 +154,6 @@ def test_the_full_text_index_keeps_delta_segments_bounded(tmp_path):
 
 
 def test_a_table_with_an_ann_index_is_merged_and_its_index_takes_the_new_rows(tmp_path):
-    from corpus_pipeline.retrieval.settings import ANN_MIN_ROWS_FLOOR
     from corpus_pipeline.store.lance import vector_index_state
 
     more = 20  # 600 rows: past the floor (an IVF_PQ index trains on at least 512)
@@ -197,3 +197,56 @@ def test_a_write_killed_before_its_full_text_index_is_repaired_by_the_next(tmp_p
     tbl = open_search_table(layout, "big", "v1")
     found = tbl.search("originalword7x2", query_type="fts", fts_columns="keyword_text").limit(3).to_list()
     assert [r["chunk_id"] for r in found] == ["d7-c2"]
+
+
+def _scalar_stats(tbl) -> dict[str, tuple[int, int, int]]:
+    """(segments, rows indexed, rows not) of each BTREE index of ``tbl``."""
+    out = {}
+    for column in store_lance.SCALAR_INDEX_COLUMNS:
+        s = tbl.index_stats(store_lance.scalar_index_name(column))
+        out[column] = (s.num_indices, s.num_indexed_rows, s.num_unindexed_rows) if s is not None else None
+    return out
+
+
+def test_the_parent_and_document_indexes_cover_every_row_and_find_a_parents_children(tmp_path):
+    from corpus_pipeline.retrieval.passages import children_of, parents_where
+
+    layout = Layout(tmp_path / "home")
+    write_search_table(layout, "big", "v1", *_chunks())
+    whole = dict.fromkeys(store_lance.SCALAR_INDEX_COLUMNS, (1, DOCS * PER_DOC, 0))
+    assert _scalar_stats(open_search_table(layout, "big", "v1")) == whole
+    for n in range(3):  # merges: the new rows are merged into the one segment
+        assert write_search_table(layout, "big", "v1", *_chunks(edits={n: f"edit{n}"})).mode == "merge"
+        assert _scalar_stats(open_search_table(layout, "big", "v1")) == whole
+
+    tbl = open_search_table(layout, "big", "v1")
+    parents = ["d1-p0", "d17-p1", "d39-p1"]
+    plan = tbl.search().where(parents_where(parents)).limit(None).explain_plan()
+    assert "ScalarIndexQuery" in plan and "parent_id_idx" in plan, plan  # not a scan of the column
+    got = sorted(children_of(tbl, parents).column("chunk_id").to_pylist())
+    want = sorted(r["chunk_id"] for r in _rows(layout) if r["parent_id"] in parents)
+    assert got == want and len(want) == 15
+    got = children_of(tbl, parents, "doc_id = 'doc017'").column("chunk_id").to_pylist()
+    assert sorted(got) == [f"d17-c{i}" for i in range(5, 10)]
+    assert "doc_id_idx" in tbl.search().where("doc_id IN ('doc017')").limit(None).explain_plan()
+
+
+def test_a_table_written_before_the_scalar_indexes_gets_them_from_the_next_write_or_maintenance(tmp_path):
+    layout = Layout(tmp_path / "home")
+    chunks, vecs = _chunks()
+    write_search_table(layout, "big", "v1", chunks, vecs)
+    tbl = open_search_table(layout, "big", "v1")
+    for column in store_lance.SCALAR_INDEX_COLUMNS:  # a table of the code before them
+        tbl.drop_index(store_lance.scalar_index_name(column))
+    assert set(_scalar_stats(open_search_table(layout, "big", "v1")).values()) == {None}
+    assert write_search_table(layout, "big", "v1", chunks, vecs).mode == "unchanged"
+    assert set(_scalar_stats(open_search_table(layout, "big", "v1")).values()) == {(1, DOCS * PER_DOC, 0)}
+    version = open_search_table(layout, "big", "v1").version
+    assert write_search_table(layout, "big", "v1", chunks, vecs).mode == "unchanged"
+    assert open_search_table(layout, "big", "v1").version == version  # indexes up to date: no commit
+
+    tbl = open_search_table(layout, "big", "v1")
+    tbl.drop_index(store_lance.scalar_index_name("doc_id"))
+    done = store_lance.maintain_search_table(open_search_table(layout, "big", "v1"), ANN_MIN_ROWS_FLOOR)
+    assert done["scalar_indexes_updated"] == ["doc_id"]
+    assert _scalar_stats(open_search_table(layout, "big", "v1"))["doc_id"] == (1, DOCS * PER_DOC, 0)
