@@ -63,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="a CORPUS_HOME whose covid-qa-en / cmrc2018-trial-zh index to reuse (repeatable)",
     )
+    ap.add_argument(
+        "--ann-min-rows",
+        type=int,
+        help="the latency table's index threshold (default search.ann_min_rows' default): a lower one "
+        "measures the index on a table under it",
+    )
     ap.add_argument("--timeout", type=float, help="seconds allowed per corpus index (recall part)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -77,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
         work = args.out / "latency"
         shutil.rmtree(work, ignore_errors=True)
-        result["latency"] = bench_latency(work, args.rows, args.queries, sweep=not args.no_sweep)
+        kw = {"min_rows": args.ann_min_rows} if args.ann_min_rows else {}
+        result["latency"] = bench_latency(work, args.rows, args.queries, sweep=not args.no_sweep, **kw)
         print(json.dumps(result["latency"], indent=1), flush=True)
         shutil.rmtree(work, ignore_errors=True)
     result["machine"]["load_after"] = load_average()

@@ -154,7 +154,9 @@ def exact_top(vecs: np.ndarray, queries: np.ndarray, k: int, mask: np.ndarray | 
     return out
 
 
-def bench_latency(work: Path, rows: int, n_queries: int, *, sweep: bool = True) -> dict[str, Any]:
+def bench_latency(
+    work: Path, rows: int, n_queries: int, *, sweep: bool = True, min_rows: int = VECTOR_INDEX_MIN_ROWS
+) -> dict[str, Any]:
     layout = Layout(work)
     gen = Generator()
     vecs, write_s = write_table(layout, rows, gen)
@@ -202,7 +204,7 @@ def bench_latency(work: Path, rows: int, n_queries: int, *, sweep: bool = True) 
     out["flat, narrow filter"] = {"queries": len(ms), **percentiles(ms), **recall(got, exact_narrow)}
     tbl = open_search_table(layout, "bench", "v")
     t0 = time.perf_counter()
-    action = ensure_vector_index(tbl, VECTOR_INDEX_MIN_ROWS)
+    action = ensure_vector_index(tbl, min_rows)
     out["index"] = {
         "action": action,
         "build_s": round(time.perf_counter() - t0, 1),
@@ -238,7 +240,7 @@ def bench_latency(work: Path, rows: int, n_queries: int, *, sweep: bool = True) 
     tbl.add(sample.select(tbl.schema.names))
     before = vector_index_state(tbl)
     t0 = time.perf_counter()
-    action = ensure_vector_index(tbl, VECTOR_INDEX_MIN_ROWS)
+    action = ensure_vector_index(tbl, min_rows)
     secs = time.perf_counter() - t0
     after = vector_index_state(open_search_table(layout, "bench", "v"))
     got, ms = run()
