@@ -33,11 +33,17 @@ from corpus_pipeline.store.schemas import search_schema, vector_matrix
 
 os.environ.setdefault("LANCE_LOG", "error")
 
+
+def index_name(column: str) -> str:
+    """LanceDB's default name for the index on ``column`` (the name every index here has)."""
+    return f"{column}_idx"
+
+
 #: The default of ``search.ann_min_rows``: a table with at least this many rows gets an ANN
 #: index on its vectors (``ensure_vector_index``); below it search is a flat, exact scan.
 VECTOR_INDEX_MIN_ROWS = ANN_MIN_ROWS
-#: The vector column's ANN index (LanceDB's default name for an index on ``vector``).
-VECTOR_INDEX_NAME = "vector_idx"
+#: The vector column's ANN index.
+VECTOR_INDEX_NAME = index_name("vector")
 #: Retrain the ANN index (a full rebuild) when more than this share of the table's rows was
 #: not in the table the index was trained on (appended or replaced since); below it, new
 #: rows are added to the existing index (``optimize``: their IVF partitions and PQ codes
@@ -116,7 +122,7 @@ PY_SLICE_ROWS = 8192
 #: Delta segments of the full-text index past which a write merges them into one (index
 #: maintenance paid once every so many writes, not on each).
 FTS_MAX_SEGMENTS = 8
-FTS_INDEX_NAME = f"{KEYWORD_COLUMN}_idx"
+FTS_INDEX_NAME = index_name(KEYWORD_COLUMN)
 #: Columns of a search table with a BTREE (scalar) index: ``parent_id``, which finds a returned
 #: parent's children (``retrieval.passages``: two filtered queries a search, each a scan of the
 #: column without it: 38 and 36 ms at 640k rows, 6 and 3 ms with it), and ``doc_id``, which finds
@@ -624,10 +630,6 @@ def _update_fts(tbl: Any) -> None:
     tbl.checkout_latest()
 
 
-def scalar_index_name(column: str) -> str:
-    return f"{column}_idx"
-
-
 def _update_scalar_indexes(tbl: Any) -> list[str]:
     """The ``SCALAR_INDEX_COLUMNS``' BTREE indexes over every row: created when missing (a new
     table, one written before they existed, or a write killed before its indexes were), the
@@ -638,7 +640,7 @@ def _update_scalar_indexes(tbl: Any) -> list[str]:
 
     done = []
     for column in SCALAR_INDEX_COLUMNS:
-        name = scalar_index_name(column)
+        name = index_name(column)
         stats = tbl.index_stats(name)
         if stats is None:
             tbl.create_index(column, config=BTree(), replace=True)

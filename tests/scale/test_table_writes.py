@@ -203,7 +203,7 @@ def _scalar_stats(tbl) -> dict[str, tuple[int, int, int]]:
     """(segments, rows indexed, rows not) of each BTREE index of ``tbl``."""
     out = {}
     for column in store_lance.SCALAR_INDEX_COLUMNS:
-        s = tbl.index_stats(store_lance.scalar_index_name(column))
+        s = tbl.index_stats(store_lance.index_name(column))
         out[column] = (s.num_indices, s.num_indexed_rows, s.num_unindexed_rows) if s is not None else None
     return out
 
@@ -237,7 +237,7 @@ def test_a_table_written_before_the_scalar_indexes_gets_them_from_the_next_write
     write_search_table(layout, "big", "v1", chunks, vecs)
     tbl = open_search_table(layout, "big", "v1")
     for column in store_lance.SCALAR_INDEX_COLUMNS:  # a table of the code before them
-        tbl.drop_index(store_lance.scalar_index_name(column))
+        tbl.drop_index(store_lance.index_name(column))
     assert set(_scalar_stats(open_search_table(layout, "big", "v1")).values()) == {None}
     assert write_search_table(layout, "big", "v1", chunks, vecs).mode == "unchanged"
     assert set(_scalar_stats(open_search_table(layout, "big", "v1")).values()) == {(1, DOCS * PER_DOC, 0)}
@@ -246,7 +246,7 @@ def test_a_table_written_before_the_scalar_indexes_gets_them_from_the_next_write
     assert open_search_table(layout, "big", "v1").version == version  # indexes up to date: no commit
 
     tbl = open_search_table(layout, "big", "v1")
-    tbl.drop_index(store_lance.scalar_index_name("doc_id"))
+    tbl.drop_index(store_lance.index_name("doc_id"))
     done = store_lance.maintain_search_table(open_search_table(layout, "big", "v1"), ANN_MIN_ROWS_FLOOR)
     assert done["scalar_indexes_updated"] == ["doc_id"]
     assert _scalar_stats(open_search_table(layout, "big", "v1"))["doc_id"] == (1, DOCS * PER_DOC, 0)
