@@ -11,10 +11,13 @@
     kb.index()               # bring it up to date (Dagster runs on the CORPUS_HOME's instance)
 
 One ``KB`` keeps its searcher and the embedding model open between searches (a local model
-is loaded once per process and shared by every KB that uses it), and reopens the searcher when
-the KB's active version changes or its version is rebuilt (``corpus index`` in another
-process), so a long-lived application always searches what ``corpus index`` last published.
-``corpus search``, ``corpus serve`` and this API run the same ``Searcher``.
+is loaded once per process and shared by every KB that uses it). Each search starts from
+the version's published snapshot (``store.snapshots``): the searcher is reopened when a new
+one was published (``corpus index`` in another process) or the active version changed, so a
+long-lived application always searches what ``corpus index`` last published, and never a
+half-written update. A search whose snapshot was replaced or retired while it ran is run
+again on the one published now. ``corpus search``, ``corpus serve`` and this API run the
+same ``Searcher``.
 """
 
 from __future__ import annotations
@@ -23,28 +26,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from corpus_pipeline.errors import StoreError
+from corpus_pipeline.errors import ConfigError, ModelError, StoreError
 from corpus_pipeline.kbconfig import KnowledgeBase, resolve_kb
-from corpus_pipeline.retrieval import Searcher, SearchSettings
+from corpus_pipeline.retrieval import Searcher
 from corpus_pipeline.retrieval.search import SearchResult
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.snapshots import SnapshotNotFound, is_published, resolve
 from corpus_pipeline.store.versions import active_version
-
-
-def _stamp(layout: Layout, kb: str, version: str) -> tuple[Any, ...]:
-    """What changes when a version is rebuilt: its search table's latest manifest and the
-    child chunks partition's manifest (both replaced by a build)."""
-    table = layout.search_table_dir(kb, version) / "_versions"
-    children = layout.partition_dir("child_chunks", kb, version) / "_manifest.json"
-    parents = layout.partition_dir("parent_blocks", kb, version) / "_manifest.json"
-    out: list[Any] = []
-    for p in (table, children, parents):
-        try:
-            st = p.stat()
-            out.append((st.st_mtime_ns, st.st_size))
-        except OSError:
-            out.append(None)
-    return tuple(out)
 
 
 class KB:
@@ -55,7 +43,7 @@ class KB:
         self.name = name
         self._kb: KnowledgeBase = resolve_kb(self.layout.kb_dir(name))
         self._lock = threading.Lock()
-        self._searchers: dict[str, tuple[tuple[Any, ...], Searcher]] = {}
+        self._searchers: dict[str, Searcher] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -79,23 +67,29 @@ class KB:
 
         return trace_chunk(self.layout, chunk_id, context_chars=context_chars)
 
-    def searcher(self, version: str | None = None) -> Searcher:
-        """The open searcher of ``version`` (default: the active one), reopened when that
-        version was rebuilt since it was opened."""
+    def _version(self, version: str | None) -> str:
         v = version or self.active_version
         if v is None:
             raise StoreError(
                 f"knowledge base {self.name!r} has no active version yet; run `corpus index --kb {self.name}`"
             )
-        stamp = _stamp(self.layout, self.name, v)
+        return v
+
+    def searcher(self, version: str | None = None) -> Searcher:
+        """The open searcher of ``version`` (default: the active one) over its published
+        snapshot, reopened when another snapshot was published since it was opened."""
+        v = self._version(version)
+        snap = resolve(self.layout, self.name, v)
         with self._lock:
             cached = self._searchers.get(v)
-            if cached is not None and cached[0] == stamp:
-                return cached[1]
+            if cached is not None and cached.snapshot.id == snap.id:
+                return cached
             if cached is not None:
-                cached[1].close()
-            s = Searcher.open(self.layout, self._kb, v)  # local models are loaded once per process
-            self._searchers[v] = (stamp, s)
+                cached.close()
+            for old in [k for k in self._searchers if k != v and not is_published(self.layout, self.name, k)]:
+                self._searchers.pop(old).close()  # (a retired version's)
+            s = Searcher.open(self.layout, self._kb, v, snapshot=snap)  # local models are loaded once per process
+            self._searchers[v] = s
             return s
 
     def search(
@@ -109,14 +103,25 @@ class KB:
     ) -> SearchResult:
         """Hybrid search (vector + keyword, fused, elevated to parent blocks) over the active
         version (or ``version``); ``filters`` a ``SearchFilters`` or a dict of its keys;
-        ``settings`` overrides keys of kb.yaml's ``search:`` for this query."""
-        s = self.searcher(version)
-        if settings:
-            s = _with_settings(s, s.settings.with_(**settings))
+        ``settings`` overrides keys of kb.yaml's ``search:`` for this query. The result's
+        ``snapshot`` is what it read (its parents and lineage are read from the same)."""
         kwargs: dict[str, Any] = {"top_k": top_k}
         if filters is not None:
             kwargs["filters"] = _filters(filters)
-        return s.search(query, **kwargs)
+        seen: str | None = None
+        for attempt in (0, 1):
+            try:
+                s = self.searcher(version)
+                seen = s.snapshot.id
+                return _with_settings(s, settings).search(query, **kwargs)
+            except (ConfigError, ModelError, SnapshotNotFound):
+                raise  # (the request's or the model's fault, or the version is gone)
+            except Exception:
+                # The snapshot may have been replaced twice or retired while it was read:
+                # once more on the one published now, if there is another.
+                if attempt or (seen is not None and resolve(self.layout, self.name, self._version(version)).id == seen):
+                    raise
+        raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ writing
 
@@ -131,7 +136,7 @@ class KB:
 
     def close(self) -> None:
         with self._lock:
-            for _, s in self._searchers.values():
+            for s in self._searchers.values():
                 s.close()
             self._searchers.clear()
 
@@ -142,12 +147,15 @@ class KB:
         self.close()
 
 
-def _with_settings(base: Searcher, settings: SearchSettings) -> Searcher:
-    """A searcher sharing ``base``'s table, parents and models with other search settings."""
+def _with_settings(base: Searcher, settings: dict[str, Any] | None) -> Searcher:
+    """A searcher sharing ``base``'s table, parents and models with ``settings`` (keys of
+    ``search:``) over its own; ``base`` itself without them."""
+    if not settings:
+        return base
     import copy
 
     s = copy.copy(base)
-    s.settings = settings
+    s.settings = base.settings.with_(**settings)
     return s
 
 

@@ -1,9 +1,8 @@
 """Lineage of one chunk: where it came from, which plan cut it, which run wrote it.
 
-``trace_chunk(layout, chunk_id)`` finds the chunk by scanning every child_chunks
-partition with DuckDB (``read_parquet('<warehouse>/child_chunks/*/*/*.parquet')`` with a
-predicate on ``chunk_id``; a unique prefix of at least 8 characters also works) and
-gathers, from the Parquet partitions and their ``_manifest.json`` files only (no Dagster):
+``trace_chunk(layout, chunk_id)`` finds the chunk in the child chunks of every published
+snapshot (``store.snapshots``; a unique prefix of at least 8 characters also works) and
+gathers, from that one snapshot only (no Dagster):
 
     chunk          the row (text, offsets, sizes, strategy, type, section, page)
     parent         its parent block
@@ -24,11 +23,10 @@ import json
 from typing import Any
 
 import pyarrow.compute as pc
-from upath import UPath
 
 from corpus_pipeline.errors import StoreError
 from corpus_pipeline.store.layout import KB_DIM, Layout
-from corpus_pipeline.store.parquet import dataset, has_partition, read_columns, read_manifest
+from corpus_pipeline.store.snapshots import Snapshot, SnapshotGone, SnapshotNotFound, resolve
 from corpus_pipeline.store.versions import active_version, version_info
 
 HIGHLIGHT = ("«", "»")  # around the chunk's span in ``excerpt.highlighted``
@@ -46,58 +44,65 @@ def _json(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
-def _chunk_partitions(layout: Layout) -> list[tuple[str, str]]:
-    """Every (kb, version) with a child_chunks partition."""
+def _snapshots(layout: Layout) -> list[Snapshot]:
+    """The published snapshot of every (kb, version) with child chunks."""
     base = layout.asset_dir("child_chunks")
     out = []
     for kb_dir in sorted(base.glob(f"{KB_DIM}=*"), key=lambda p: p.name) if base.is_dir() else ():
         kb = kb_dir.name.split("=", 1)[1]
-        out += [(kb, v) for v in layout.versions_with_partition("child_chunks", kb)]
+        for v in layout.versions_with_partition("child_chunks", kb):
+            try:
+                snap = resolve(layout, kb, v)
+            except SnapshotNotFound:
+                continue  # (being built, or stopped by its checks: not published)
+            if snap.has("child_chunks"):
+                out.append(snap)
     return out
 
 
-def find_chunk(layout: Layout, chunk_id: str) -> dict[str, Any]:
-    """The child_chunks row of ``chunk_id``, with ``_kb`` and ``_version``: its partition."""
-    parts = [
-        (kb, v) for kb, v in _chunk_partitions(layout) if has_partition(layout.partition_dir("child_chunks", kb, v))
-    ]
-    if not parts:
-        raise StoreError(f"no child_chunks under {layout.warehouse}; index a knowledge base first (`corpus index`).")
+def find_chunk(layout: Layout, chunk_id: str) -> tuple[dict[str, Any], Snapshot]:
+    """The child_chunks row of ``chunk_id`` and the published snapshot it was found in."""
+    snaps = _snapshots(layout)
+    if not snaps:
+        raise StoreError("no published child chunks yet; index a knowledge base first (`corpus index`).")
     chunk_id = chunk_id.strip()
-    rows = _matching(layout, parts, pc.field("chunk_id") == chunk_id)
+    rows = _matching(snaps, pc.field("chunk_id") == chunk_id)
     if not rows and len(chunk_id) >= _MIN_PREFIX:
-        rows = _matching(layout, parts, pc.starts_with(pc.field("chunk_id"), chunk_id))
+        rows = _matching(snaps, pc.starts_with(pc.field("chunk_id"), chunk_id))
         if len(rows) > 1:
-            ids = ", ".join(r["chunk_id"] for r in rows[:5])
+            ids = ", ".join(r["chunk_id"] for r, _ in rows[:5])
             raise StoreError(f"chunk id prefix {chunk_id!r} is ambiguous: {ids}{', …' if len(rows) > 5 else ''}")
     if not rows:
         raise StoreError(
-            f"chunk {chunk_id!r} was not found in {len(parts)} child_chunks partition(s) under "
-            f"{layout.asset_dir('child_chunks')}. Chunk ids come from `corpus search --json` (hits[].chunk_id); "
-            "a retired version's chunks are gone."
+            f"chunk {chunk_id!r} was not found in the {len(snaps)} published version(s). Chunk ids come from "
+            "`corpus search --json` (hits[].chunk_id); the chunks of a document edited or deleted since, and "
+            "of a retired version, are gone."
         )
     return rows[0]
 
 
-def _matching(
-    layout: Layout, parts: list[tuple[str, str]], expr: pc.Expression, limit: int = 6
-) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for kb, v in parts:
-        table = dataset(layout.partition_dir("child_chunks", kb, v)).to_table(filter=expr)
-        out += [{**r, "_kb": kb, "_version": v} for r in table.slice(0, limit).to_pylist()]
+def _matching(snaps: list[Snapshot], expr: pc.Expression, limit: int = 6) -> list[tuple[dict[str, Any], Snapshot]]:
+    out: list[tuple[dict[str, Any], Snapshot]] = []
+    for snap in snaps:
+        try:
+            table = snap.read("child_chunks", filters=expr)
+        except SnapshotGone:
+            continue  # (a snapshot released meanwhile: the newer one is in the list)
+        if table is None:
+            continue
+        out += [(r, snap) for r in table.slice(0, limit).to_pylist()]
         if len(out) >= limit:
             break
     return out
 
 
-def _one(folder: UPath, filters: list[Any], name: str = "data") -> dict[str, Any] | None:
-    table = read_columns(folder, None, filters, name=name)
+def _one(snap: Snapshot, asset: str, filters: list[Any], name: str = "data") -> dict[str, Any] | None:
+    table = snap.read(asset, None, filters, name=name)
     return table.slice(0, 1).to_pylist()[0] if table is not None and table.num_rows else None
 
 
-def _run_of(folder: UPath) -> dict[str, Any] | None:
-    m = read_manifest(folder)
+def _run_of(snap: Snapshot, asset: str) -> dict[str, Any] | None:
+    m = snap.manifest(asset)
     if not m:
         return None
     return {k: m.get(k) for k in ("run_id", "written_at", "asset", "partition") if m.get(k) is not None}
@@ -162,19 +167,27 @@ def _excerpt(text: str, start: int, end: int, overlap: int, context: int) -> dic
 
 
 def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> dict[str, Any]:
-    """Everything known about one chunk's origin, as plain JSON-ready data."""
-    row = find_chunk(layout, chunk_id)
-    kb, version = row.pop("_kb"), row.pop("_version")
+    """Everything known about one chunk's origin, as plain JSON-ready data, all of it from
+    the one snapshot the chunk was found in (once more when that snapshot was released
+    while it was read)."""
+    try:
+        return _trace(layout, chunk_id, context_chars)
+    except SnapshotGone:
+        return _trace(layout, chunk_id, context_chars)
+
+
+def _trace(layout: Layout, chunk_id: str, context_chars: int) -> dict[str, Any]:
+    row, snap = find_chunk(layout, chunk_id)
+    kb, version = snap.kb, snap.version
     chunk_meta = _json(row.get("metadata"))
     chunk = {k: v for k, v in row.items() if k != "metadata"}
     chunk["metadata"] = chunk_meta
     doc_id = row["doc_id"]
-    parent = _one(layout.partition_dir("parent_blocks", kb, version), [("parent_id", "=", row["parent_id"])])
-    parsed_dir = layout.partition_dir("parsed_blocks", kb)
-    doc = _one(layout.partition_dir("documents", kb), [("doc_id", "=", doc_id)])
-    texts = _one(parsed_dir, [("doc_id", "=", doc_id)], name="texts")
+    parent = _one(snap, "parent_blocks", [("parent_id", "=", row["parent_id"])])
+    doc = _one(snap, "documents", [("doc_id", "=", doc_id)])
+    texts = _one(snap, "parsed_blocks", [("doc_id", "=", doc_id)], name="texts")
     blocks: list[dict[str, Any]] = []
-    if has_partition(parsed_dir, "blocks"):
+    if snap.has("parsed_blocks", "blocks"):
         if row.get("derived") and row.get("block_index") is not None:
             where: list[Any] = [("doc_id", "=", doc_id), ("block_index", "=", row["block_index"])]
         else:
@@ -184,16 +197,13 @@ def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> d
                 ("end_offset", ">", row["start_offset"]),
             ]
         cols = ["block_index", "block_type", "page_num", "section_path", "level", "start_offset", "end_offset"]
-        table = read_columns(parsed_dir, [*cols, "image_id", "text"], where, name="blocks")
+        table = snap.read("parsed_blocks", [*cols, "image_id", "text"], where, name="blocks")
         for r in sorted(table.to_pylist() if table is not None else [], key=lambda r: r["block_index"]):
             r["text_start"] = (r.pop("text") or "")[:160]
             blocks.append(r)
     image = None
     if row.get("image_id"):
-        image = _one(
-            layout.partition_dir("image_descriptions", kb),
-            [("image_id", "=", row["image_id"]), ("doc_id", "=", doc_id)],
-        )
+        image = _one(snap, "image_descriptions", [("image_id", "=", row["image_id"]), ("doc_id", "=", doc_id)])
 
     notes: list[str] = []
     canonical = (texts or {}).get("text")
@@ -223,8 +233,8 @@ def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> d
             if not ok:
                 notes.append(
                     "the chunk's text no longer equals canonical_text[start:end]: the document was parsed again "
-                    "after this version was chunked (parsed_blocks is per KB, not per version), so the excerpt "
-                    "and blocks come from the newer parse."
+                    "after this version was chunked (a version built before published snapshots), so the "
+                    "excerpt and blocks come from the newer parse."
                 )
     else:
         notes.append("the document's canonical text is not in parsed_blocks any more (removed or failed to parse).")
@@ -252,11 +262,8 @@ def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> d
         )
 
     runs = {
-        "child_chunks": _run_of(layout.partition_dir("child_chunks", kb, version)),
-        "parent_blocks": _run_of(layout.partition_dir("parent_blocks", kb, version)),
-        "chunk_embeddings": _run_of(layout.partition_dir("chunk_embeddings", kb, version)),
-        "parsed_blocks": _run_of(parsed_dir),
-        "documents": _run_of(layout.partition_dir("documents", kb)),
+        asset: _run_of(snap, asset)
+        for asset in ("child_chunks", "parent_blocks", "chunk_embeddings", "parsed_blocks", "documents")
     }
     if runs["child_chunks"] is None:
         notes.append("the child_chunks partition has no _manifest.json (written before runs were recorded).")

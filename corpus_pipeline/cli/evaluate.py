@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if not versions:
         raise StoreError(f"knowledge base {kb.name!r} has no active version yet; run `corpus index --kb {kb.name}`")
     settings = SearchSettings.from_mapping(kb.config.search).with_(final_top_k=args.top_k)
-    texts = load_canonical_texts(layout, kb.name)
+    texts = load_canonical_texts(layout, kb.name, active_version(layout, kb.name) or versions[0])
     reports = [evaluate_version(layout, kb, v, questions, settings=settings, texts=texts) for v in versions]
     if args.json:
         out: dict[str, Any] = {

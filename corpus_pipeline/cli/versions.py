@@ -14,7 +14,7 @@ from typing import Any
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.store.layout import Layout, check_kb_name
-from corpus_pipeline.store.parquet import read_manifest
+from corpus_pipeline.store.snapshots import Snapshot, SnapshotNotFound, resolve
 from corpus_pipeline.store.versions import active_version, set_active, version_info, versions_by_age
 from corpus_pipeline.versioning import strategy_version
 
@@ -56,18 +56,19 @@ def list_versions(layout: Layout, kb: str) -> list[dict[str, Any]]:
     out = []
     for v in versions_by_age(layout, kb):
         info = version_info(layout, kb, v)
-        rows = {
-            asset: _rows(read_manifest(layout.partition_dir(asset, kb, v)))
-            for asset in ("parent_blocks", "child_chunks")
-        }
-        built_at = read_manifest(layout.partition_dir("child_chunks", kb, v)).get("written_at")
+        try:
+            snap: Snapshot | None = resolve(layout, kb, v)
+        except SnapshotNotFound:
+            snap = None  # (registered, not published: being built, stopped by its checks)
+        rows = {asset: _rows(snap.manifest(asset)) if snap else None for asset in ("parent_blocks", "child_chunks")}
+        built_at = snap.manifest("child_chunks").get("written_at") if snap else None
         out.append(
             {
                 "kb": kb,
                 "strategy_version": v,
                 "active": v == active,
                 "current": v == current,
-                "built": layout.search_table_dir(kb, v).is_dir(),
+                "built": snap is not None and layout.search_table_dir(kb, v).is_dir(),
                 "plan": ((info.get("inputs") or {}).get("plan") or {}).get("snapshot"),
                 "registered_at": info.get("registered_at"),
                 "built_at": built_at,

@@ -1,11 +1,13 @@
 """Stage 6, publish: the search table of a version (the ``search_index`` asset), then the
-version becomes the KB's active one if it is the one kb.yaml yields now, and versions past
-the retention count are retired.
+version's snapshot (its partitions' manifests and the table's version, switched by one
+write: ``store.snapshots.publish``), then the version becomes the KB's active one if it is
+the one kb.yaml yields now, and versions past the retention count are retired.
 
 ``search_index`` runs only after the blocking checks upstream passed, so a version whose
-chunks or vectors are bad is never searched. Activation is one small file replaced
-atomically (``store.versions.set_active``): searches during the switch read the old
-version or the new, never half of one.
+chunks or vectors are bad is never searched. Until the snapshot is switched every reader
+(search, lineage, the page, stats, eval) reads the previous one, whole. Activation is one
+small file replaced atomically (``store.versions.set_active``): searches during the switch
+read the old version or the new, never half of one.
 """
 
 from __future__ import annotations
@@ -185,7 +187,10 @@ def publish_version(
 ) -> PublishStats:
     """Write the search table, record the build, activate the version if it is the KB's
     current one, and retire versions past ``retention.keep_versions``."""
+    from corpus_pipeline.store.snapshots import publish
+
     write = write_search_index(layout, kb, version, children, embeddings)
+    publish(layout, kb, version)
     freshness.record_indexed(layout, kb, version)
     stats = PublishStats(
         rows=write.rows,
@@ -225,6 +230,7 @@ def maintain_kb(layout: Layout, kb: str) -> dict[str, dict[str, object]]:
     index in progress does this work's part itself)."""
     from corpus_pipeline.store.lance import maintain_search_table, open_search_table
     from corpus_pipeline.store.locks import kb_lock
+    from corpus_pipeline.store.snapshots import move_table, published_table_version
     from corpus_pipeline.store.versions import known_versions
 
     out: dict[str, dict[str, object]] = {}
@@ -232,5 +238,9 @@ def maintain_kb(layout: Layout, kb: str) -> dict[str, dict[str, object]]:
         for version in known_versions(layout, kb):
             if layout.search_table_dir(kb, version).is_dir():
                 tbl = open_search_table(layout, kb, version)
+                published = published_table_version(layout, kb, version)
+                unchanged = published is not None and published == int(tbl.version)
                 out[version] = maintain_search_table(tbl, ann_min_rows(layout, kb))
+                if unchanged:  # (the same rows, compacted and indexed: readers move to them)
+                    move_table(layout, kb, version, int(tbl.version))
     return out

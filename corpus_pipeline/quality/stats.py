@@ -4,8 +4,8 @@
                                    min/p5/p50/p95/max/mean of char_count and token_count
     histogram(source, column)      equal-width bins of a column (JSON-friendly)
     histogram_markdown(...)        the same as a markdown table, for Dagster metadata
-    partition_stats(layout, kb, v) one KB version's stats from its Parquet partitions
-    versions_with_data(layout, kb) the versions of a KB that have child_chunks on disk
+    partition_stats(layout, kb, v) one KB version's stats from its published snapshot
+    versions_with_data(layout, kb) the versions of a KB whose snapshot has child_chunks
 
 Quantiles are observed values: the one at position ``floor(q * (n - 1))`` of the sorted
 column, as pandas' ``interpolation="lower"`` that the quality suites use, so the numbers
@@ -20,11 +20,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as pads
-from upath import UPath
 
 from corpus_pipeline.errors import CorpusError, StoreError
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.parquet import dataset, has_partition, read_manifest
+from corpus_pipeline.store.snapshots import Snapshot, SnapshotNotFound, read_published, resolve
 from corpus_pipeline.store.versions import active_version, version_info
 
 QUANTILES = {"p5": 0.05, "p50": 0.5, "p95": 0.95}
@@ -148,17 +147,16 @@ def histogram_markdown(source: Source, column: str = "token_count", *, bins: int
 # --------------------------------------------------------------------------- on disk
 
 
-def partition_folder(layout: Layout, asset: str, kb: str, version: str) -> UPath:
-    return layout.partition_dir(asset, kb, version)
-
-
 def versions_with_data(layout: Layout, kb: str) -> list[str]:
-    """Versions of ``kb`` with a child_chunks partition, oldest written first."""
+    """Versions of ``kb`` whose published snapshot holds child chunks, oldest written first."""
     found = []
     for v in layout.versions_with_partition("child_chunks", kb):
-        d = layout.partition_dir("child_chunks", kb, v)
-        if has_partition(d):
-            found.append((str(read_manifest(d).get("written_at") or ""), v))
+        try:
+            snap = resolve(layout, kb, v)
+        except SnapshotNotFound:
+            continue
+        if snap.has("child_chunks"):
+            found.append((str(snap.manifest("child_chunks").get("written_at") or ""), v))
     return [v for _, v in sorted(found)]
 
 
@@ -179,19 +177,31 @@ def _token_limit(registered: dict[str, Any]) -> int | None:
 
 
 def partition_stats(layout: Layout, kb: str, version: str, *, bins: int = 10) -> dict[str, Any]:
-    """Stats of one KB version from its Parquet partitions (DuckDB over the files)."""
-    child_dir = partition_folder(layout, "child_chunks", kb, version)
-    if not has_partition(child_dir):
+    """Stats of one KB version from its published snapshot's Parquet files (DuckDB over them)."""
+    try:
+        return read_published(layout, kb, version, lambda snap: _snapshot_stats(snap, bins))
+    except SnapshotNotFound:
+        return _snapshot_stats(None, bins, layout, kb, version)
+
+
+def _snapshot_stats(
+    snap: Snapshot | None, bins: int, layout: Layout | None = None, kb: str = "", version: str = ""
+) -> dict[str, Any]:
+    if snap is None or not snap.has("child_chunks"):
+        layout = snap.layout if snap is not None else layout
+        kb, version = (snap.kb, snap.version) if snap is not None else (kb, version)
+        assert layout is not None
         known = versions_with_data(layout, kb)
         raise StoreError(
-            f"no child_chunks for knowledge base {kb!r} at strategy_version {version!r} under {layout.warehouse}; "
+            f"no child_chunks for knowledge base {kb!r} at strategy_version {version!r}; "
             f"versions with data: {', '.join(known) or 'none'} (run `corpus index --kb {kb}`)."
         )
+    layout, kb, version = snap.layout, snap.kb, snap.version
     info = version_info(layout, kb, version)
     inputs = info.get("inputs") or {}
     model = inputs.get("embedding_model")
     limit = _token_limit(info)
-    manifest = read_manifest(child_dir)
+    manifest = snap.manifest("child_chunks")
     out: dict[str, Any] = {
         "kb": kb,
         "strategy_version": version,
@@ -202,20 +212,18 @@ def partition_stats(layout: Layout, kb: str, version: str, *, bins: int = 10) ->
         "run_id": manifest.get("run_id"),
     }
     for asset in CHUNK_TABLES:
-        folder = partition_folder(layout, asset, kb, version)
-        if has_partition(folder):
-            source = dataset(folder)
+        if snap.has(asset):
+            source = snap.dataset(asset)
             stats = table_stats(source, token_limit=limit if asset == "child_chunks" else None)
             if asset == "child_chunks" and stats["count"]:
                 stats["histogram"] = histogram(source, "token_count", bins=bins, limit=limit)
             out[asset] = stats
         else:
             out[asset] = {"count": 0, "missing": True}
-    emb = partition_folder(layout, "chunk_embeddings", kb, version)
-    if has_partition(emb):
+    if snap.has("chunk_embeddings"):
         con = duckdb.connect()
         try:
-            rel = _relation(con, dataset(emb))
+            rel = _relation(con, snap.dataset("chunk_embeddings"))
             n, dim = _row(con, f"select count(*), max(len(vector)) from {rel}")
             out["chunk_embeddings"] = {"count": int(n), "dimension": int(dim) if dim is not None else None}
         finally:

@@ -43,7 +43,7 @@ from corpus_pipeline.retrieval.search import Searcher, SearchResult
 from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.store.files import put_text
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.parquet import read_columns
+from corpus_pipeline.store.snapshots import Snapshot, resolve
 
 if TYPE_CHECKING:
     from corpus_pipeline.kbconfig import KnowledgeBase
@@ -178,12 +178,25 @@ def load_questions(path: Path) -> list[Question]:
     return out
 
 
-def load_canonical_texts(layout: Layout, kb: str) -> dict[str, str]:
-    """Each parsed document's canonical text by its path in the KB."""
-    f = layout.partition_dir("parsed_blocks", kb)
-    table = read_columns(f, ["path", "text"], name="texts")
+def load_canonical_texts(layout: Layout, kb: str, version: str | None = None) -> dict[str, str]:
+    """Each parsed document's canonical text by its path in the KB, as the published snapshot
+    of ``version`` (default: the active one) holds it."""
+    from corpus_pipeline.store.snapshots import read_published
+    from corpus_pipeline.store.versions import active_version
+
+    v = version or active_version(layout, kb)
+    if v is None:
+        raise StoreError(f"knowledge base {kb!r} has no active version yet; run `corpus index --kb {kb}` first.")
+    return read_published(layout, kb, v, canonical_texts)
+
+
+def canonical_texts(snapshot: Snapshot) -> dict[str, str]:
+    """Each parsed document's canonical text by its path, as ``snapshot`` holds it."""
+    table = snapshot.read("parsed_blocks", ["path", "text"], name="texts")
     if table is None:
-        raise StoreError(f"no parsed texts for kb={kb!r} at {f}; run `corpus index --kb {kb}` first.")
+        raise StoreError(
+            f"no parsed texts for kb={snapshot.kb!r} at {snapshot.version!r}; run `corpus index --kb {snapshot.kb}`."
+        )
     return {r["path"]: r["text"] or "" for r in table.to_pylist()}
 
 
@@ -359,8 +372,9 @@ def evaluate_version(
     """Evaluate the KB's search, as configured (``Searcher.open``: its embedding model,
     ``search:`` or ``settings``, rerank, sub-questions), over ``version`` on a questions
     file: what ``corpus eval`` and the ``retrieval_eval`` asset run."""
-    questions, notes = anchor_references(load_questions(questions_file), texts or load_canonical_texts(layout, kb.name))
-    searcher = Searcher.open(layout, kb, version, settings=settings)
+    snapshot = resolve(layout, kb.name, version)
+    questions, notes = anchor_references(load_questions(questions_file), texts or canonical_texts(snapshot))
+    searcher = Searcher.open(layout, kb, version, settings=settings, snapshot=snapshot)
     try:
         return evaluate(searcher, questions, notes=notes)
     finally:

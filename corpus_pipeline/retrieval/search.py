@@ -50,9 +50,10 @@ from corpus_pipeline.retrieval.relevance import relevance
 from corpus_pipeline.retrieval.rerank import Reranker, RerankOutcome, rerank_order
 from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.retrieval.subquestions import SubQuestions, split_question
-from corpus_pipeline.store.lance import KEYWORD_COLUMN, has_vector_index, open_search_table, vector_mean
+from corpus_pipeline.store.lance import KEYWORD_COLUMN, has_vector_index, vector_mean
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.parquet import read_columns
+from corpus_pipeline.store.snapshots import Snapshot, resolve
 
 if TYPE_CHECKING:
     from corpus_pipeline.kbconfig import KnowledgeBase
@@ -71,25 +72,19 @@ _CHILD_COLUMNS = [
 _PARENT_COLUMNS = ["parent_id", "text", "doc_path", "section_path", "start_offset", "end_offset", "overlap_chars"]
 
 
-def parents_path(layout: Layout, kb: str, version: str) -> UPath:
-    """The parent blocks partition of (kb, version)."""
-    return layout.partition_dir("parent_blocks", kb, version)
-
-
-def children_path(layout: Layout, kb: str, version: str) -> UPath:
-    """The child chunks partition of (kb, version)."""
-    return layout.partition_dir("child_chunks", kb, version)
-
-
-def load_parents(path: UPath | Path | None) -> dict[str, Parent]:
-    """Every parent block of one partition (folder, or a Parquet file) by id ({} when it
-    does not exist)."""
-    if path is None:
+def load_parents(source: Snapshot | UPath | Path | None) -> dict[str, Parent]:
+    """Every parent block of a snapshot (or of one Parquet file) by id ({} when it has none)."""
+    if source is None:
         return {}
     try:
-        table = read_columns(path, _PARENT_COLUMNS)
+        if isinstance(source, Snapshot):
+            table = source.read("parent_blocks", _PARENT_COLUMNS)
+        else:
+            table = read_columns(source, _PARENT_COLUMNS)
+    except StoreError:
+        raise
     except Exception as exc:  # a partial or foreign file: say which
-        raise StoreError(f"cannot read parent blocks {path}: {exc}") from exc
+        raise StoreError(f"cannot read parent blocks of {_name(source)}: {exc}") from exc
     if table is None:
         return {}
     out = {}
@@ -106,10 +101,14 @@ def load_parents(path: UPath | Path | None) -> dict[str, Parent]:
     return out
 
 
-def load_images(path: UPath | Path | None) -> dict[str, list[ImageText]]:
-    """The text of every image of one partition (its IMAGE / TABLE_IMAGE chunks, joined when
-    a long image text was cut into several), by document path."""
-    if path is None:
+def _name(source: Snapshot | UPath | Path) -> str:
+    return f"{source.kb}@{source.version}" if isinstance(source, Snapshot) else str(source)
+
+
+def load_images(source: Snapshot | UPath | Path | None) -> dict[str, list[ImageText]]:
+    """The text of every image of a snapshot's child chunks (its IMAGE / TABLE_IMAGE chunks,
+    joined when a long image text was cut into several), by document path."""
+    if source is None:
         return {}
     columns = [
         "doc_path",
@@ -121,10 +120,16 @@ def load_images(path: UPath | Path | None) -> dict[str, list[ImageText]]:
         "overlap_chars",
         "metadata",
     ]
+    where = [("chunk_type", "in", sorted(IMAGE_CHUNK_TYPES))]
     try:
-        table = read_columns(path, columns, [("chunk_type", "in", sorted(IMAGE_CHUNK_TYPES))])
+        if isinstance(source, Snapshot):
+            table = source.read("child_chunks", columns, where)
+        else:
+            table = read_columns(source, columns, where)
+    except StoreError:
+        raise
     except Exception as exc:
-        raise StoreError(f"cannot read child chunks {path}: {exc}") from exc
+        raise StoreError(f"cannot read child chunks of {_name(source)}: {exc}") from exc
     if table is None:
         return {}
     joined: dict[tuple[str, str], list[Any]] = {}
@@ -187,9 +192,13 @@ class SearchResult:
     warnings: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
     filters: SearchFilters | None = None
+    #: What was searched: the published snapshot (read the hits' parents and lineage from it)
+    #: and the settings the search ran with.
+    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
+    settings: SearchSettings | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self, settings: SearchSettings | None = None) -> dict[str, Any]:
-        preview = (settings or SearchSettings()).hit_preview_chars
+        preview = (settings or self.settings or SearchSettings()).hit_preview_chars
         subs = self.sub_questions
         return {
             "kb": self.kb,
@@ -266,18 +275,21 @@ class Searcher:
         embedding: EmbeddingConfig | str | None = None,
         settings: SearchSettings | None = None,
         parents_file: UPath | Path | None = None,
-        children_file: UPath | Path | None = None,
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
         llm: LLMClient | None = None,
+        snapshot: Snapshot | None = None,
     ) -> None:
-        """``embedding`` is the embedding section that embedded the version; the parents
-        and the image texts default to the version's partitions. ``reranker`` and ``llm``
-        (sub-questions) are optional stages."""
+        """``embedding`` is the embedding section that embedded the version. Everything is
+        read from one published snapshot of the version (``snapshot``, else the one
+        published now: ``store.snapshots``): the table at its version, the parents, the
+        image texts, the documents' formats. ``parents_file`` (a Parquet file) replaces the
+        parents (benchmarks). ``reranker`` and ``llm`` (sub-questions) are optional stages."""
         self.layout, self.kb, self.version = layout, kb, version
+        self.snapshot = snapshot if snapshot is not None else resolve(layout, kb, version)
         self._format_exceptions: dict[str, str] | None = None
         self.settings = settings or SearchSettings()
-        self.table = open_search_table(layout, kb, version)
+        self.table = self.snapshot.open_table()
         self.rows = self.table.count_rows()
         # Tables written before the analysed column have an ICU index on the raw text.
         self.analysed = KEYWORD_COLUMN in self.table.schema.names
@@ -289,17 +301,22 @@ class Searcher:
         self._embedder = embedder
         self.reranker = reranker
         self.llm = llm
-        self.parents_file = parents_file if parents_file is not None else parents_path(layout, kb, version)
-        self.parents = load_parents(self.parents_file)
-        self.images = load_images(children_file if children_file is not None else children_path(layout, kb, version))
+        self.parents = load_parents(parents_file if parents_file is not None else self.snapshot)
+        self.images = load_images(self.snapshot)
 
     @classmethod
     def open(
-        cls, layout: Layout, kb: KnowledgeBase, version: str, *, settings: SearchSettings | None = None
+        cls,
+        layout: Layout,
+        kb: KnowledgeBase,
+        version: str,
+        *,
+        settings: SearchSettings | None = None,
+        snapshot: Snapshot | None = None,
     ) -> Searcher:
         """A searcher over ``version`` of ``kb`` as configured: the model that embedded the
         version, kb.yaml's ``search:`` (or ``settings``), its reranker and, for
-        sub-questions, its LLM."""
+        sub-questions, its LLM; over ``snapshot`` (default: the one published now)."""
         from corpus_pipeline.retrieval.rerank import open_reranker
         from corpus_pipeline.store.versions import version_embedding
 
@@ -317,6 +334,7 @@ class Searcher:
             settings=s,
             reranker=open_reranker(kb.config.rerank),
             llm=llm,
+            snapshot=snapshot,
         )
 
     @classmethod
@@ -358,12 +376,13 @@ class Searcher:
         their extension gives: what ``SearchFilters.where`` needs for ``format`` (read once;
         {} when the KB's documents partition is missing)."""
         if self._format_exceptions is None:
-            path = self.layout.partition_dir("documents", self.kb)
             odd: dict[str, str] = {}
             try:
-                table = read_columns(path, ["path", "format"])
+                table = self.snapshot.read("documents", ["path", "format"])
+            except StoreError:
+                raise
             except Exception as exc:
-                raise StoreError(f"cannot read documents {path}: {exc}") from exc
+                raise StoreError(f"cannot read the documents of {_name(self.snapshot)}: {exc}") from exc
             if table is not None:
                 rows = table.to_pylist()
                 odd = {r["path"]: r["format"] for r in rows if r["format"] and r["format"] != format_of_path(r["path"])}
@@ -542,7 +561,9 @@ class Searcher:
         rerank, then evidence within the budgets. ``filters`` (``retrieval.filters``)
         restrict what both channels search, before their top k."""
         top = self.settings.final_top_k if top_k is None else top_k
-        result = SearchResult(self.kb, self.version, query, [], [], filters=filters)
+        result = SearchResult(
+            self.kb, self.version, query, [], [], filters=filters, snapshot=self.snapshot, settings=self.settings
+        )
         t0 = time.perf_counter()
         subs = split_question(query, self.llm, self.settings.max_sub_questions)
         result.sub_questions = subs
@@ -559,7 +580,7 @@ class Searcher:
                     merged.append(ranked[rank])
         if result.candidates and not self.parents:
             result.warnings.append(
-                f"no parent blocks at {self.parents_file}: children are returned as their own evidence"
+                f"no parent blocks in {self.kb}@{self.version}: children are returned as their own evidence"
             )
         s = self.settings if top_k is None else self.settings.with_(final_top_k=top_k)
         evidence = apply_budgets(merged, s, self.images)
@@ -614,10 +635,8 @@ __all__ = [
     "SearchFilters",
     "SearchResult",
     "Searcher",
-    "children_path",
     "found_by",
     "load_images",
     "load_parents",
-    "parents_path",
     "search_kb",
 ]

@@ -250,7 +250,7 @@ def create_app(
             raise ApiError(422, "invalid_request", mask(str(exc))[:1000]) from None
         except StoreError as exc:
             raise ApiError(409, "not_indexed", mask(str(exc))[:1000]) from None
-        return result.to_dict(handle.searcher(req.version).settings)
+        return result.to_dict()
 
     @app.get("/chunks/{chunk_id}", summary="a chunk's lineage")
     def chunk(chunk_id: str) -> dict[str, Any]:

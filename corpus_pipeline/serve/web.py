@@ -48,7 +48,7 @@ from corpus_pipeline.models import IMAGE_CHUNK_TYPES
 from corpus_pipeline.secrets import mask
 from corpus_pipeline.store.files import local_path
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.parquet import has_partition, read_columns
+from corpus_pipeline.store.snapshots import Snapshot, SnapshotNotFound, read_published, resolve
 from corpus_pipeline.store.versions import active_version, known_versions, version_embedding, version_info
 
 STATIC = Path(__file__).with_name("static")
@@ -78,20 +78,16 @@ class WebError(Exception):
 # ---------------------------------------------------------------------------------------------- reading
 
 
-def _read(
-    folder: UPath, doc_id: str | None = None, columns: list[str] | None = None, name: str = "data"
+def _rows(
+    snap: Snapshot, asset: str, doc_id: str | None = None, columns: list[str] | None = None, name: str = "data"
 ) -> list[dict[str, Any]]:
-    """Rows of table ``name`` of a partition (of one document); [] when it is not built."""
+    """Rows of table ``name`` of ``asset`` in the snapshot (of one document); [] when absent."""
     try:
-        table = read_columns(folder, columns, [("doc_id", "=", doc_id)] if doc_id else None, name=name)
-    except Exception as exc:  # a partial or foreign file: say which
-        raise StoreError(f"cannot read {folder} ({name}): {exc}") from exc
-    return table.to_pylist() if table is not None else []
-
-
-def _filtered(folder: UPath, columns: list[str] | None, filters: list[Any]) -> list[dict[str, Any]]:
-    table = read_columns(folder, columns, filters)
-    return table.to_pylist() if table is not None else []
+        return snap.rows(asset, columns, [("doc_id", "=", doc_id)] if doc_id else None, name=name)
+    except StoreError:
+        raise
+    except Exception as exc:  # a partial or foreign file: say which, without its path
+        raise StoreError(f"cannot read {asset} ({name}) of {snap.kb}@{snap.version}: {exc}") from exc
 
 
 def _meta(value: Any) -> dict[str, Any]:
@@ -114,7 +110,11 @@ def check_version(layout: Layout, kb: str, version: str | None) -> str:
         raise WebError(409, "not_indexed", f"{kb!r} has no active version yet: run `corpus index --kb {kb}`")
     if v not in known:  # never a path built from an unchecked name
         raise WebError(404, "version_not_found", f"{v!r} is not a version of {kb!r}; known: {', '.join(known)}")
-    if not has_partition(layout.partition_dir("child_chunks", kb, v)):
+    try:
+        built = resolve(layout, kb, v).has("child_chunks")
+    except SnapshotNotFound:
+        built = False
+    if not built:
         raise WebError(409, "not_built", f"version {v!r} of {kb!r} has no child chunks (not built, or retired)")
     return v
 
@@ -141,33 +141,38 @@ def model_limits(layout: Layout, kb: str, version: str) -> dict[str, Any]:
 
 
 def built_versions(layout: Layout, kb: str) -> list[str]:
-    """The versions with child chunks, newest first."""
+    """The versions with a published snapshot holding child chunks, newest first."""
     from corpus_pipeline.store.versions import versions_by_age
 
-    return [v for v in versions_by_age(layout, kb) if has_partition(layout.partition_dir("child_chunks", kb, v))]
+    out = []
+    for v in versions_by_age(layout, kb):
+        try:
+            if resolve(layout, kb, v).has("child_chunks"):
+                out.append(v)
+        except SnapshotNotFound:
+            continue
+    return out
 
 
 def documents(layout: Layout, kb: str, version: str) -> list[dict[str, Any]]:
-    """The documents of a KB (as last parsed) with their parent and child counts in ``version``."""
-    texts = _read(
-        layout.partition_dir("parsed_blocks", kb),
+    """The documents of a KB (as the version's snapshot has them) with their parent and
+    child counts in ``version``."""
+    return read_published(layout, kb, version, _documents)
+
+
+def _documents(snap: Snapshot) -> list[dict[str, Any]]:
+    texts = _rows(
+        snap,
+        "parsed_blocks",
         columns=["doc_id", "path", "format", "status", "error", "block_count", "image_count"],
         name="texts",
     )
-    parents = Counter(r["doc_id"] for r in _read(_parents_file(layout, kb, version), columns=["doc_id"]))
-    children = Counter(r["doc_id"] for r in _read(_children_file(layout, kb, version), columns=["doc_id"]))
+    parents = Counter(r["doc_id"] for r in _rows(snap, "parent_blocks", columns=["doc_id"]))
+    children = Counter(r["doc_id"] for r in _rows(snap, "child_chunks", columns=["doc_id"]))
     return [
         {**t, "parents": parents.get(t["doc_id"], 0), "children": children.get(t["doc_id"], 0)}
         for t in sorted(texts, key=lambda t: t["path"])
     ]
-
-
-def _parents_file(layout: Layout, kb: str, version: str) -> UPath:
-    return layout.partition_dir("parent_blocks", kb, version)
-
-
-def _children_file(layout: Layout, kb: str, version: str) -> UPath:
-    return layout.partition_dir("child_chunks", kb, version)
 
 
 def _local_images(layout: Layout) -> Path:
@@ -222,14 +227,18 @@ def _version_text(canonical: str, same: bool, parents: Sequence[dict[str, Any]])
 
 
 def document_view(layout: Layout, kb: str, version: str, doc_id: str) -> dict[str, Any]:
-    """One document as ``version`` cut it: text, parents with their children, images, limits."""
+    """One document as ``version`` cut it: text, parents with their children, images, limits
+    (all from the version's published snapshot)."""
     if not _DOC_ID.match(doc_id):
         raise WebError(404, "document_not_found", f"no document {doc_id!r}")
-    texts = _read(layout.partition_dir("parsed_blocks", kb), doc_id, name="texts")
-    parents = sorted(
-        _read(_parents_file(layout, kb, version), doc_id), key=lambda p: (p["start_offset"], p["parent_index"])
-    )
-    children = sorted(_read(_children_file(layout, kb, version), doc_id), key=lambda c: c["chunk_index"])
+    return read_published(layout, kb, version, lambda snap: _document_view(snap, doc_id))
+
+
+def _document_view(snap: Snapshot, doc_id: str) -> dict[str, Any]:
+    layout, kb, version = snap.layout, snap.kb, snap.version
+    texts = _rows(snap, "parsed_blocks", doc_id, name="texts")
+    parents = sorted(_rows(snap, "parent_blocks", doc_id), key=lambda p: (p["start_offset"], p["parent_index"]))
+    children = sorted(_rows(snap, "child_chunks", doc_id), key=lambda c: c["chunk_index"])
     if not texts and not parents:
         raise WebError(404, "document_not_found", f"no document {doc_id!r} in {kb!r}")
     t = texts[0] if texts else {}
@@ -238,8 +247,8 @@ def document_view(layout: Layout, kb: str, version: str, doc_id: str) -> dict[st
     limits = model_limits(layout, kb, version)
     limit = limits["max_tokens"]
 
-    stored = {r["image_id"]: r for r in _read(layout.partition_dir("parsed_blocks", kb), doc_id, name="images")}
-    described = {r["image_id"]: r for r in _read(layout.partition_dir("image_descriptions", kb), doc_id)}
+    stored = {r["image_id"]: r for r in _rows(snap, "parsed_blocks", doc_id, name="images")}
+    described = {r["image_id"]: r for r in _rows(snap, "image_descriptions", doc_id)}
     images: dict[str, dict[str, Any]] = {}
     for image_id in list(stored) + [i for i in described if i not in stored]:
         s, d = stored.get(image_id, {}), described.get(image_id, {})
@@ -666,18 +675,16 @@ def fragment_search(
         handle = registry.get(kb)
         with registry.search_locks[kb]:
             result = handle.search(q, top_k=top_k, version=v)
-            data = result.to_dict(handle.searcher(v).settings)
+            data = result.to_dict()
     except KeyError:
         raise WebError(404, "kb_not_found", f"no knowledge base {kb!r}") from None
     except (ConfigError, ValueError) as exc:
         raise WebError(422, "invalid_request", mask(str(exc))[:1000]) from None
     except StoreError as exc:
         raise WebError(409, "not_indexed", mask(str(exc))[:1000]) from None
+    snap = result.snapshot if result.snapshot is not None else resolve(layout, kb, v)  # (what the search read)
     ids = [r["parent_id"] for r in data["results"]]
-    parents = {
-        p["parent_id"]: p
-        for p in (_filtered(_parents_file(layout, kb, v), None, [("parent_id", "in", ids)]) if ids else [])
-    }
+    parents = {p["parent_id"]: p for p in (snap.rows("parent_blocks", None, [("parent_id", "in", ids)]) if ids else [])}
     doc_ids = {p["parent_id"]: p["doc_id"] for p in parents.values()}
     return render(
         "_search.html",
@@ -687,25 +694,24 @@ def fragment_search(
         kb=kb,
         version=v,
         model=model_limits(layout, kb, v),
-        hit_images=_hit_images(layout, kb, v, data),
+        hit_images=_hit_images(snap, data),
     )
 
 
-def _hit_images(layout: Layout, kb: str, version: str, data: dict[str, Any]) -> dict[str, str]:
+def _hit_images(snap: Snapshot, data: dict[str, Any]) -> dict[str, str]:
     """The page URL of the image of each image hit, by chunk id."""
     ids = [
         h["chunk_id"] for r in data["results"] for h in r.get("hits") or [] if h.get("chunk_type") in IMAGE_CHUNK_TYPES
     ]
     if not ids:
         return {}
-    rows = _filtered(_children_file(layout, kb, version), ["chunk_id", "image_id"], [("chunk_id", "in", ids)])
+    rows = snap.rows("child_chunks", ["chunk_id", "image_id"], [("chunk_id", "in", ids)])
     stored = {
-        r["image_id"]: r["path"]
-        for r in _read(layout.partition_dir("parsed_blocks", kb), columns=["image_id", "path"], name="images")
+        r["image_id"]: r["path"] for r in _rows(snap, "parsed_blocks", columns=["image_id", "path"], name="images")
     }
     out = {}
     for r in rows:
-        url = image_url(layout, stored.get(r["image_id"]) or "")
+        url = image_url(snap.layout, stored.get(r["image_id"]) or "")
         if url:
             out[r["chunk_id"]] = url
     return out

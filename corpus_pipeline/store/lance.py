@@ -878,12 +878,29 @@ def prune_history(tbl: Any) -> None:
     write killed half way): old versions are only the text of deleted and edited documents,
     readable through ``checkout``, and a table would grow with every write. Rollback is
     between strategy versions, which are separate tables (kept by
-    ``retention.keep_versions``). One writer per KB (``store.locks``) makes
-    ``delete_unverified`` safe: no other transaction can be in progress on this table. A
-    reader that keeps a table open across a re-index of its version must reopen it (its
-    parents changed too); ``corpus search`` opens per query."""
-    tbl.to_lance().cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
+    ``retention.keep_versions``). The version the published snapshot names is tagged
+    (``pin_table_version``) and kept: its readers read on while the next one is built. One writer per KB (``store.locks``) makes ``delete_unverified`` safe: no other
+    transaction can be in progress on this table."""
+    tbl.to_lance().cleanup_old_versions(
+        older_than=timedelta(0), delete_unverified=True, error_if_tagged_old_versions=False
+    )
     tbl.checkout_latest()
+
+
+#: The tag of the version the published snapshot of a table names (``store.snapshots``):
+#: ``prune_history`` keeps it while a new version is written.
+PUBLISHED_TAG = "published"
+
+
+def pin_table_version(tbl: Any, version: int) -> None:
+    """Tag ``version`` as the published one, so that no prune removes it while the next is
+    written; the version tagged before is released (the next prune removes it)."""
+    tags = tbl.to_lance().tags
+    have = tags.list().get(PUBLISHED_TAG)
+    if have is None:
+        tags.create(PUBLISHED_TAG, int(version))
+    elif have.get("version") != version:
+        tags.update(PUBLISHED_TAG, int(version))
 
 
 def vector_mean(table: Any) -> np.ndarray | None:

@@ -8,6 +8,7 @@
         lancedb/chunks__<kb>__<v>.lance        the search table of one partition
         versions/<kb>/<v>.json                 each registered version's configuration
         versions/<kb>/ACTIVE, CURRENT          what search reads; what kb.yaml yields now
+        versions/<kb>/snapshots/<v>.json       the published snapshot of each version (what readers read)
         state/<kb>/parse.json, index-<v>.json  what was last parsed / built (freshness)
         images/                                extracted images, content-addressed
         staging/<run_id>/                      batches between a run's steps (removed by the run)
@@ -208,6 +209,13 @@ class Layout:
 
     def current_file(self, kb: str) -> UPath:
         return self.versions / kb / "CURRENT"
+
+    def snapshot_dir(self, kb: str) -> UPath:
+        return self.versions / kb / "snapshots"
+
+    def snapshot_file(self, kb: str, version: str) -> UPath:
+        """The published snapshot of (kb, version): the one file every reader starts from."""
+        return self.snapshot_dir(kb) / f"{version}.json"
 
     def state_dir(self, kb: str) -> UPath:
         return self.state / kb

@@ -20,12 +20,17 @@ The manifest also lists the documents of each file of a table keyed by ``doc_id`
 
 A write puts the new files beside the old ones, then replaces the manifest (one file, ~30
 bytes per document of a table with its document lists, 0.6 MB at 20,000 documents:
-an atomic rename locally, a single PUT on an object store), then deletes the files the new
-manifest does not list. A crash before the manifest leaves the previous version readable
-(its files are all still there); one after it leaves only unlisted files, which the next
-write removes. Readers read the manifest first and only the files it lists; DuckDB or Spark
-can still read ``<asset>/*/*/*.parquet`` with ``hive_partitioning`` once no write is in
-flight.
+an atomic rename locally, a single PUT on an object store), then deletes the files that
+neither the new manifest nor a *pinned* one lists. A crash before the manifest leaves the
+previous version readable (its files are all still there); one after it leaves only
+unlisted files, which the next write removes. The pipeline's own steps read ``_manifest.json``
+(the latest write); DuckDB or Spark can still read ``<asset>/*/*/*.parquet`` with
+``hive_partitioning`` once no write is in flight.
+
+Everything else reads a *published snapshot* (``store.snapshots``): publishing copies a
+partition's manifest, unchanged, to ``_manifests/<hash>.json`` (``pin_manifest``), and a
+snapshot names those copies. A pinned manifest's files are never deleted by a write; they
+go when the snapshot that named it is superseded twice or retired (``release_manifests``).
 
 Partitions written by earlier releases (``data.parquet``, no ``files`` in the manifest) are
 read as before, and replaced by the first write.
@@ -56,6 +61,8 @@ from corpus_pipeline.store.files import local_path, put_bytes
 
 DEFAULT_NAME = "data"
 MANIFEST = "_manifest.json"
+#: The folder of a partition's pinned manifests: immutable copies named by their bytes' hash.
+PINNED = "_manifests"
 #: The expected number of documents per file (a boundary after ~1 in this many documents).
 DOCS_PER_FILE = 64
 #: A batch is cut after this many rows even without a boundary (one huge document stays one file).
@@ -216,7 +223,7 @@ class PartitionWriter:
             "written": {"files": self._written[0], "bytes": self._written[1]},
         }
         put_bytes(self.folder / MANIFEST, json.dumps(info, indent=2, sort_keys=True, default=str).encode("utf-8"))
-        listed = {f for names in self.files.values() for f in names}
+        listed = {f for names in self.files.values() for f in names} | pinned_files(self.folder)
         for p in _list(self.folder):
             if p.name not in listed:
                 with contextlib.suppress(FileNotFoundError):
@@ -252,6 +259,101 @@ def _recover(folder: UPath | Path) -> None:
     olds = sorted(local.parent.glob(f".old-{local.name}-*"), key=lambda p: p.stat().st_mtime)
     if olds:
         os.rename(olds[-1], local)
+
+
+def pin_manifest(folder: UPath | Path) -> str | None:
+    """Pin the partition's current manifest: copy it, byte for byte, to
+    ``_manifests/<hash>.json`` (once) and return that name; None when the partition has not
+    been written. Its files are then kept by every write until ``release_manifests``."""
+    folder = UPath(folder)
+    try:
+        data = (folder / MANIFEST).read_bytes()
+    except FileNotFoundError:
+        return None
+    name = f"{hashlib.blake2b(data, digest_size=16).hexdigest()}.json"
+    target = folder / PINNED / name
+    if not target.exists():
+        put_bytes(target, data)
+    return name
+
+
+def pinned_manifests(folder: UPath | Path) -> list[str]:
+    """The names of the partition's pinned manifests."""
+    d = UPath(folder) / PINNED
+    return sorted(p.name for p in d.iterdir() if p.name.endswith(".json")) if d.is_dir() else []
+
+
+def pinned_manifest(folder: UPath | Path, name: str) -> dict[str, Any]:
+    """A pinned manifest (``StoreError`` when it was released: its snapshot is gone)."""
+    path = UPath(folder) / PINNED / name
+    key = str(path)
+    cached = _PINNED_CACHE.get(key)
+    if cached is not None:
+        return cached
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(f"snapshot manifest {name} of {UPath(folder).name} was released") from None
+    if not isinstance(value, dict):
+        raise StoreError(f"snapshot manifest {name} of {UPath(folder).name} is not a JSON object")
+    _PINNED_CACHE[key] = value  # (immutable: named by its bytes' hash)
+    while len(_PINNED_CACHE) > _PINNED_CACHE_MAX:
+        _PINNED_CACHE.pop(next(iter(_PINNED_CACHE)))
+    return value
+
+
+_PINNED_CACHE: dict[str, dict[str, Any]] = {}
+_PINNED_CACHE_MAX = 64
+
+
+def pinned_files(folder: UPath | Path) -> set[str]:
+    """The files every pinned manifest of the partition lists (a write keeps them)."""
+    out: set[str] = set()
+    for name in pinned_manifests(folder):
+        with contextlib.suppress(StoreError):  # (released meanwhile)
+            for paths in _files_of(UPath(folder), pinned_manifest(folder, name)).values():
+                out.update(p.name for p in paths)
+    return out
+
+
+def release_manifests(folder: UPath | Path, keep: set[str]) -> int:
+    """Unpin every manifest of the partition not in ``keep``, then delete the files that
+    neither ``_manifest.json`` nor a manifest still pinned lists; returns how many files
+    were deleted. The caller holds the KB's write lock (``store.locks``)."""
+    folder = UPath(folder)
+    for name in pinned_manifests(folder):
+        if name not in keep:
+            with contextlib.suppress(FileNotFoundError):
+                (folder / PINNED / name).unlink()
+            _PINNED_CACHE.pop(str(folder / PINNED / name), None)
+    listed = {p.name for names in _files_of(folder, read_manifest(folder)).values() for p in names}
+    if not listed and not (folder / MANIFEST).exists():
+        return 0  # (never written, or an earlier release's layout: nothing to compare with)
+    listed |= pinned_files(folder)
+    removed = 0
+    for p in _list(folder):
+        if p.name not in listed:
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+                removed += 1
+    return removed
+
+
+def snapshot_listing(folder: UPath | Path, pinned: str | None) -> tuple[dict[str, list[UPath]], dict[str, Any]]:
+    """The files and manifest of a partition as a snapshot sees it: its pinned manifest
+    ``pinned``, or (None: a warehouse published before snapshots) the current one."""
+    folder = UPath(folder)
+    if pinned is None:
+        return _listing(folder)
+    m = pinned_manifest(folder, pinned)
+    return _files_of(folder, m), m
+
+
+def listed_dataset(
+    folder: UPath | Path, name: str, files: dict[str, list[UPath]], manifest: dict[str, Any] | None = None
+) -> pads.Dataset:
+    """Table ``name`` of a partition whose listing (``snapshot_listing``) was already read."""
+    return _dataset(UPath(folder), name, files, manifest)
 
 
 def partition_files(folder: UPath | Path) -> dict[str, list[UPath]]:

@@ -174,13 +174,18 @@ def versions_to_retire(layout: Layout, kb: str, keep: int) -> list[str]:
 
 
 def retire_version(layout: Layout, kb: str, version: str) -> None:
-    """Delete a version's Parquet partitions, LanceDB table, state and registration."""
+    """Withdraw a version's snapshot (its readers re-resolve: ``store.snapshots``), then
+    delete its Parquet partitions, LanceDB table, state and registration, and release what
+    only its snapshot kept of the KB's partitions."""
     from corpus_pipeline.store.lance import drop_search_table
+    from corpus_pipeline.store.snapshots import collect, unpublish
 
     if version == active_version(layout, kb):
         raise ConfigError(f"{version!r} is the active version of {kb!r}; activate another one before retiring it")
+    unpublish(layout, kb, version)
     for asset in VERSIONED_ASSETS:
         remove_tree(layout.partition_dir(asset, kb, version))
     drop_search_table(layout, kb, version)
     layout.index_state_file(kb, version).unlink(missing_ok=True)
     layout.version_file(kb, version).unlink(missing_ok=True)
+    collect(layout, kb)
