@@ -35,7 +35,7 @@ def retrieval_eval(context: AssetExecutionContext, corpus: CorpusResource) -> Ma
                 "skipped": "the KB has no questions.jsonl",
             }
         )
-    report_file = corpus.layout.partition_dir("retrieval_eval", kb_name, version) / "report.json"
+    report_file = corpus.layout.eval_report_file(kb_name, version)
     return MaterializeResult(
         metadata={
             "dagster/row_count": MetadataValue.int(len(report.questions)),  # one row a question

@@ -52,3 +52,32 @@ def test_importing_every_library_module_loads_no_dagster():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+#: The readers of an index: they read a published snapshot (``store.snapshots``), never a
+#: partition's current files, so none of them builds a partition path or opens a manifest.
+READERS = [
+    "api.py",
+    "lineage.py",
+    "serve/app.py",
+    "serve/web.py",
+    "retrieval/search.py",
+    "retrieval/evaluation.py",
+    "quality/stats.py",
+    "cli/versions.py",
+    "cli/search.py",
+    "cli/stats.py",
+    "cli/lineage.py",
+]
+_CURRENT_FILES = {"partition_dir", "read_manifest", "read_partition", "read_table", "has_partition", "partition_files"}
+
+
+def test_readers_read_snapshots_not_the_partitions_current_files():
+    offenders = []
+    for rel in READERS:
+        path = LIB / rel
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+            if name in _CURRENT_FILES:
+                offenders.append(f"{rel}:{node.lineno} {name}")
+    assert offenders == [], "read through store.snapshots.Snapshot instead: " + ", ".join(offenders)

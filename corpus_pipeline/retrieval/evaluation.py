@@ -395,6 +395,5 @@ def evaluate_partition(layout: Layout, kb: KnowledgeBase, version: str) -> EvalR
     if not questions.exists():
         return None
     report = evaluate_version(layout, kb, version, questions)
-    folder = layout.partition_dir("retrieval_eval", kb.name, version)
-    put_text(folder / "report.json", json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+    put_text(layout.eval_report_file(kb.name, version), json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     return report

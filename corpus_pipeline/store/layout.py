@@ -183,6 +183,10 @@ class Layout:
         d = self.asset_dir(asset) / f"{KB_DIM}={kb}"
         return d / f"{VERSION_DIM}={version}" if version is not None else d
 
+    def eval_report_file(self, kb: str, version: str) -> UPath:
+        """The ``retrieval_eval`` report of (kb, version)."""
+        return self.partition_dir("retrieval_eval", kb, version) / "report.json"
+
     def versions_with_partition(self, asset: str, kb: str) -> list[str]:
         """The strategy versions of ``kb`` that have a folder for ``asset``."""
         base = self.asset_dir(asset) / f"{KB_DIM}={kb}"
