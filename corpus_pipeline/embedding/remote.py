@@ -1,12 +1,14 @@
-"""Embeddings from any OpenAI-compatible ``/v1/embeddings`` endpoint (vLLM, TEI, Ollama,
-llama.cpp, LocalAI, OpenAI) through the ``openai`` client.
+"""Embeddings from an endpoint: what every remote provider shares (``RemoteEmbedder``), and
+any OpenAI-compatible ``/v1/embeddings`` endpoint (vLLM, TEI, Ollama, llama.cpp, LocalAI,
+OpenAI) through the ``openai`` client (``OpenAIEmbedder``).
 
 Texts go in batches of ``batch_size``, at most ``max_concurrency`` requests in flight; the
 client retries (``max_retries``) and times out (``timeout_s``). What comes back is not
 trusted: a reply with the wrong number of vectors, vectors of another size than the
 others (or than ``dimensions``), or values that are not finite is an error naming the
 endpoint, never a row in the index. Vectors are L2-normalised here (not every server
-does). Every failure is a ``ModelError`` with keys masked.
+does). Every failure is a ``ModelError`` with keys masked. A provider implements
+``_request`` (one batch's texts to its raw vectors, checked by ``_vectors``) and ``where``.
 """
 
 from __future__ import annotations
@@ -28,12 +30,12 @@ from corpus_pipeline.secrets import ERROR_LIMIT, mask_error, secret_from_env
 ENV_BASE_URL = "OPENAI_BASE_URL"
 
 
-class OpenAIEmbedder:
-    """An embedding model behind an OpenAI-compatible HTTP endpoint."""
+class RemoteEmbedder:
+    """What every embedding endpoint shares: prefixes, the key from the environment,
+    batches and concurrency, checked and normalised vectors. Subclasses send one batch
+    (``_request``) and say where they send it (``where``)."""
 
     def __init__(self, config: EmbeddingConfig, *, env: Mapping[str, str] | None = None) -> None:
-        from corpus_pipeline.llm.client import openai_client
-
         env = os.environ if env is None else env
         self.config = config
         self.base_url = config.base_url or env.get(ENV_BASE_URL) or None
@@ -45,14 +47,19 @@ class OpenAIEmbedder:
         )
         self._dimension = config.dimensions
         self._key = secret_from_env(config.api_key_env, env) or ""  # registered: masked in every message
-        self._client = openai_client(self.base_url, self._key, config.timeout_s, config.max_retries)
 
     def __repr__(self) -> str:
-        return f"OpenAIEmbedder(model={self.config.model!r}, base_url={self.base_url!r})"
+        return f"{type(self).__name__}(model={self.config.model!r}, base_url={self.base_url!r})"
 
     @property
     def where(self) -> str:
-        return f"embedding endpoint {self.base_url or 'https://api.openai.com/v1'} (model {self.config.model!r})"
+        return f"embedding endpoint {self.base_url} (model {self.config.model!r})"
+
+    def _request(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the client's connections."""
 
     @property
     def dimension(self) -> int:
@@ -65,40 +72,11 @@ class OpenAIEmbedder:
         """``message`` without the key (whatever it looks like) or anything key-like, cut."""
         return mask_error(message, limit)
 
-    def _request(self, texts: Sequence[str]) -> np.ndarray:
-        import openai
-
-        params: dict[str, Any] = {"encoding_format": "float"}
-        if self.config.dimensions is not None:
-            params["dimensions"] = self.config.dimensions
-        try:
-            # The raw response, its JSON read here: the client's typed parse of every float
-            # costs ~6x the request itself (1.3 s for 2,048 vectors of 384 on 2 cores).
-            raw = self._client.embeddings.with_raw_response.create(
-                model=self.config.model, input=[t or " " for t in texts], **params
-            )
-            body = json.loads(raw.http_response.content)
-        # ``from None``: the endpoint's own exception is not chained (Dagster stores a cause's
-        # text unmasked in its event log); its type and masked text are in the message.
-        except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
-            raise ModelError(f"{self.where} failed: {type(exc).__name__}: {self._mask(str(exc))}") from None
-        except Exception as exc:  # noqa: BLE001 - a body the client cannot read: untrusted input, never a crash
-            raise ModelError(
-                f"{self.where} returned an unreadable response: {type(exc).__name__}: {self._mask(str(exc), 200)}"
-            ) from None
-        return self._vectors(body.get("data") if isinstance(body, dict) else None, len(texts))
-
-    def _vectors(self, data: Any, n: int) -> np.ndarray:
-        if not isinstance(data, list) or len(data) != n:
-            got = len(data) if isinstance(data, list) else type(data).__name__
+    def _vectors(self, rows: Any, n: int) -> np.ndarray:
+        """``rows`` (one list of numbers per text, in order) checked and normalised."""
+        if not isinstance(rows, list) or len(rows) != n:
+            got = len(rows) if isinstance(rows, list) else type(rows).__name__
             raise ModelError(f"{self.where} returned {got} vectors for {n} texts")
-        rows: list[Any] = [None] * n
-        for pos, item in enumerate(data):
-            item = item if isinstance(item, dict) else {}  # (no vector: refused below, by its size)
-            index = item.get("index", pos)
-            if not isinstance(index, int) or not 0 <= index < n or rows[index] is not None:
-                raise ModelError(f"{self.where} returned a vector with a bad or repeated index {index!r}")
-            rows[index] = item.get("embedding")
         sizes = {len(r) if isinstance(r, list) else -1 for r in rows}
         if len(sizes) != 1 or -1 in sizes or 0 in sizes:
             raise ModelError(f"{self.where} returned vectors of sizes {sorted(sizes)}: not one list of numbers each")
@@ -141,5 +119,59 @@ class OpenAIEmbedder:
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode(texts, self.query_prefix)
 
+
+class OpenAIEmbedder(RemoteEmbedder):
+    """An embedding model behind an OpenAI-compatible HTTP endpoint."""
+
+    def __init__(self, config: EmbeddingConfig, *, env: Mapping[str, str] | None = None) -> None:
+        from corpus_pipeline.llm.client import openai_client
+
+        super().__init__(config, env=env)
+        self._client = openai_client(self.base_url, self._key, config.timeout_s, config.max_retries)
+
+    @property
+    def where(self) -> str:
+        return f"embedding endpoint {self.base_url or 'https://api.openai.com/v1'} (model {self.config.model!r})"
+
+    def _request(self, texts: Sequence[str]) -> np.ndarray:
+        import openai
+
+        params: dict[str, Any] = {"encoding_format": "float"}
+        if self.config.dimensions is not None:
+            params["dimensions"] = self.config.dimensions
+        try:
+            # The raw response, its JSON read here: the client's typed parse of every float
+            # costs ~6x the request itself (1.3 s for 2,048 vectors of 384 on 2 cores).
+            raw = self._client.embeddings.with_raw_response.create(
+                model=self.config.model, input=[t or " " for t in texts], **params
+            )
+            body = json.loads(raw.http_response.content)
+        # ``from None``: the endpoint's own exception is not chained (Dagster stores a cause's
+        # text unmasked in its event log); its type and masked text are in the message.
+        except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
+            raise ModelError(f"{self.where} failed: {type(exc).__name__}: {self._mask(str(exc))}") from None
+        except Exception as exc:  # noqa: BLE001 - a body the client cannot read: untrusted input, never a crash
+            raise ModelError(
+                f"{self.where} returned an unreadable response: {type(exc).__name__}: {self._mask(str(exc), 200)}"
+            ) from None
+        data = body.get("data") if isinstance(body, dict) else None
+        if isinstance(data, list):
+            data = _by_index(data, len(texts), self.where)
+        return self._vectors(data, len(texts))
+
     def close(self) -> None:
         self._client.close()
+
+
+def _by_index(data: list[Any], n: int, where: str) -> list[Any]:
+    """The ``embedding`` of each item of an OpenAI reply, put in the order of its ``index``."""
+    if len(data) != n:
+        raise ModelError(f"{where} returned {len(data)} vectors for {n} texts")
+    rows: list[Any] = [None] * n
+    for pos, item in enumerate(data):
+        item = item if isinstance(item, dict) else {}  # (no vector: refused by its size)
+        index = item.get("index", pos)
+        if not isinstance(index, int) or not 0 <= index < n or rows[index] is not None:
+            raise ModelError(f"{where} returned a vector with a bad or repeated index {index!r}")
+        rows[index] = item.get("embedding")
+    return rows

@@ -11,8 +11,8 @@
       # tokenizer: what counts tokens for a remote model: a local model folder, a tokenizer.json,
       #            a packaged model's name, or "estimate" (see embedding.tokens.EstimateTokenCounter)
 
-    embedding:                           # a remote model
-      provider: openai
+    embedding:                           # a remote model (providers: ``embedding.providers``)
+      provider: openai                   # or tei (text-embeddings-inference's /embed)
       base_url: http://gpu-box:8000/v1   # unset: $OPENAI_BASE_URL, then api.openai.com
       api_key_env: EMBEDDING_API_KEY     # the variable that holds the key (never the key itself)
       model: BAAI/bge-m3
@@ -36,13 +36,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from corpus_pipeline.embedding.providers import provider_spec
 
 DEFAULT_PROVIDER = "sentence-transformers"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 ESTIMATE = "estimate"
 
-Provider = Literal["sentence-transformers", "openai"]
 Backend = Literal["torch", "onnx", "onnx-int8"]
 DEFAULT_BACKEND: Backend = "torch"
 #: Backends whose vectors differ from torch's beyond float rounding, by the name of their
@@ -57,7 +58,7 @@ class EmbeddingConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    provider: Provider = "sentence-transformers"
+    provider: str = Field("sentence-transformers", max_length=64)
     model: str = Field("multilingual-e5-small", min_length=1, max_length=500)
     batch_size: int = Field(32, ge=1, le=2048)
     device: str = Field("auto", pattern=r"^(auto|cpu|mps|cuda(:\d{1,2})?)$")
@@ -73,18 +74,33 @@ class EmbeddingConfig(BaseModel):
     max_concurrency: int = Field(4, ge=1, le=64)
     backend: Backend = DEFAULT_BACKEND
 
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str) -> str:
+        provider_spec(value)
+        return value
+
     @model_validator(mode="after")
-    def _backend_is_local(self) -> EmbeddingConfig:
-        if self.provider != DEFAULT_PROVIDER and self.backend != DEFAULT_BACKEND:
+    def _fits_the_provider(self) -> EmbeddingConfig:
+        spec = provider_spec(self.provider)
+        if spec.remote and self.backend != DEFAULT_BACKEND:
             raise ValueError(
                 f"embedding.backend = {self.backend!r} runs a local model; with embedding.provider: "
                 f"{self.provider} the endpoint embeds (leave backend unset)"
+            )
+        if spec.needs_base_url and not self.base_url:
+            raise ValueError(f"embedding.provider: {self.provider} needs embedding.base_url (the server's address)")
+        if self.dimensions is not None and spec.remote and not spec.takes_dimensions:
+            raise ValueError(
+                f"embedding.dimensions is not taken by embedding.provider: {self.provider} "
+                "(its vectors have the model's own size: leave dimensions unset)"
             )
         return self
 
     @property
     def remote(self) -> bool:
-        return self.provider == "openai"
+        """Whether an endpoint embeds (the provider's row in ``embedding.providers``)."""
+        return provider_spec(self.provider).remote
 
     @property
     def vector_key(self) -> str:
@@ -93,7 +109,7 @@ class EmbeddingConfig(BaseModel):
         reuses one.
         A local model with its own prefixes is its bare name (the key of the vectors cached
         before providers existed)."""
-        key = self.model if not self.remote else f"openai:{self.model}"
+        key = self.model if not self.remote else f"{self.provider}:{self.model}"
         if self.dimensions is not None:
             key += f"@{self.dimensions}"
         if self.passage_prefix is not None:
