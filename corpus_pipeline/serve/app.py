@@ -14,7 +14,8 @@ when set, every endpoint but ``/healthz`` needs ``Authorization: Bearer <key>``;
 the server binds to 127.0.0.1 only. Bodies are bounded (``max_body_bytes``), requests are
 rate-limited per client (a token bucket), and every error is JSON with a code:
 ``{"error": {"code": ..., "message": ...}}`` — on ``/retrieval`` Dify's own
-``{"error_code": 1001|1002|2001, "error_msg": ...}``.
+``{"error_code": 1001|1002|2001, "error_msg": ...}`` — with no path, URL or source location
+of the server in it (``serve.errors``: the one table from library errors to answers).
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from corpus_pipeline.api import KB
 from corpus_pipeline.errors import ConfigError, CorpusError, StoreError
 from corpus_pipeline.secrets import mask
+from corpus_pipeline.serve.errors import (
+    error_body,
+    is_dify,
+    library_error,
+    public_message,
+    roots_of,
+    unexpected_error,
+)
 from corpus_pipeline.store.layout import Layout
 
 API_KEYS_ENV = "CORPUS_API_KEYS"
@@ -194,12 +203,12 @@ def create_app(
         return await call_next(request)
 
     @app.exception_handler(ApiError)
-    async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
-        return _error(exc.status, exc.code, exc.message)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.code, public_message(exc.message, roots_of(request)))
 
     @app.exception_handler(DifyError)
-    async def dify_error(_request: Request, exc: DifyError) -> JSONResponse:
-        return JSONResponse({"error_code": exc.code, "error_msg": exc.message}, status_code=exc.status)
+    async def dify_error(request: Request, exc: DifyError) -> JSONResponse:
+        return _error(exc.status, "", public_message(exc.message, roots_of(request)), dify=True, dify_code=exc.code)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -209,12 +218,13 @@ def create_app(
         return _error(422, "invalid_request", detail[:1000], dify=request.url.path == "/retrieval", dify_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, "not_found" if exc.status_code == 404 else "http_error", str(exc.detail))
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = "not_found" if exc.status_code == 404 else "http_error"
+        message = public_message(str(exc.detail), roots_of(request))
+        return _error(exc.status_code, code, message, dify=is_dify(request), dify_code=exc.status_code)
 
-    @app.exception_handler(Exception)
-    async def crashed(_request: Request, exc: Exception) -> JSONResponse:
-        return _error(500, "internal_error", f"{type(exc).__name__}: {mask(str(exc))[:500]}")
+    app.add_exception_handler(CorpusError, library_error)  # (what a route did not answer: ERROR_TABLE)
+    app.add_exception_handler(Exception, unexpected_error)  # (logged whole; answered with an id)
 
     def _kb(name: str) -> KB:
         try:
@@ -302,10 +312,7 @@ def create_app(
     return app
 
 
-def _error(status: int, code: str, message: str, *, dify: bool = False, dify_code: int = 0) -> JSONResponse:
-    if dify:
-        return JSONResponse({"error_code": dify_code or status, "error_msg": message}, status_code=status)
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+_error = error_body
 
 
 def check_bind(host: str, keys: list[str]) -> str | None:

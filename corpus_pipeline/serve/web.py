@@ -46,6 +46,7 @@ from upath import UPath
 from corpus_pipeline.errors import ConfigError, CorpusError, StoreError
 from corpus_pipeline.models import IMAGE_CHUNK_TYPES
 from corpus_pipeline.secrets import mask
+from corpus_pipeline.serve.errors import error_body, public_message, roots_of
 from corpus_pipeline.store.files import local_path
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.snapshots import Snapshot, SnapshotNotFound, read_published, resolve
@@ -763,9 +764,9 @@ class PublicPages:
             await self.app(scope, receive, send)
 
 
-async def _web_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _web_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, WebError)
-    return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, status_code=exc.status)
+    return error_body(exc.status, exc.code, public_message(exc.message, roots_of(request)))
 
 
 def mount_web(app: FastAPI) -> None:
