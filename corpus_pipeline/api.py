@@ -57,9 +57,16 @@ class KB:
 
     def versions(self) -> list[dict[str, Any]]:
         """Every registered version, newest first: active, current (kb.yaml's), built, plan, counts."""
-        from corpus_pipeline.cli.versions import list_versions
+        from corpus_pipeline.store.versions import list_versions
 
         return list_versions(self.layout, self.name)
+
+    def activate(self, version: str) -> str | None:
+        """Make a built version the one search reads (rollback, no rebuild); returns the
+        version that was active. Open searchers move to it on their next search."""
+        from corpus_pipeline.store.versions import activate
+
+        return activate(self.layout, self.name, version)
 
     def lineage(self, chunk_id: str, *, context_chars: int = 200) -> dict[str, Any]:
         """Where a chunk comes from: parent, blocks, document, plan, Dagster run."""

@@ -8,15 +8,9 @@ forward) to any version that is built, with no downtime: nothing is rebuilt.
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
-from typing import Any
 
-from corpus_pipeline.errors import ConfigError
-from corpus_pipeline.kbconfig import resolve_kb
-from corpus_pipeline.store.layout import Layout, check_kb_name
-from corpus_pipeline.store.snapshots import Snapshot, SnapshotNotFound, resolve
-from corpus_pipeline.store.versions import active_version, set_active, version_info, versions_by_age
-from corpus_pipeline.versioning import strategy_version
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.versions import activate, list_versions
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,55 +23,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.add_argument("version", help="the strategy version to activate (see `corpus versions --kb NAME`)")
     a.add_argument("--json", action="store_true", help="print the switch as JSON")
     a.set_defaults(func=run_activate)
-
-
-def _age(ts: str | None) -> str:
-    if not ts:
-        return "?"
-    secs = (datetime.now(UTC) - datetime.fromisoformat(ts)).total_seconds()
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= size:
-            return f"{int(secs // size)}{unit}"
-    return f"{int(secs)}s"
-
-
-def _rows(manifest: dict[str, Any]) -> int | None:
-    rows = manifest.get("rows")
-    return int(rows["data"]) if isinstance(rows, dict) and "data" in rows else None
-
-
-def list_versions(layout: Layout, kb: str) -> list[dict[str, Any]]:
-    check_kb_name(kb)
-    active = active_version(layout, kb)
-    try:
-        current = strategy_version(resolve_kb(layout.kb_dir(kb)))
-    except ConfigError:
-        current = None
-    out = []
-    for v in versions_by_age(layout, kb):
-        info = version_info(layout, kb, v)
-        try:
-            snap: Snapshot | None = resolve(layout, kb, v)
-        except SnapshotNotFound:
-            snap = None  # (registered, not published: being built, stopped by its checks)
-        rows = {asset: _rows(snap.manifest(asset)) if snap else None for asset in ("parent_blocks", "child_chunks")}
-        built_at = snap.manifest("child_chunks").get("written_at") if snap else None
-        out.append(
-            {
-                "kb": kb,
-                "strategy_version": v,
-                "active": v == active,
-                "current": v == current,
-                "built": snap is not None and layout.search_table_dir(kb, v).is_dir(),
-                "plan": ((info.get("inputs") or {}).get("plan") or {}).get("snapshot"),
-                "registered_at": info.get("registered_at"),
-                "built_at": built_at,
-                "age": _age(info.get("registered_at")),
-                "parent_blocks": rows["parent_blocks"],
-                "child_chunks": rows["child_chunks"],
-            }
-        )
-    return out
 
 
 def run_versions(args: argparse.Namespace) -> int:
@@ -111,18 +56,7 @@ def run_activate(args: argparse.Namespace) -> int:
     from corpus_pipeline.cli import print_json
 
     layout = Layout.from_env()
-    rows = {r["strategy_version"]: r for r in list_versions(layout, args.kb)}
-    r = rows.get(args.version)
-    if r is None:
-        raise ConfigError(
-            f"{args.version!r} is not a version of {args.kb!r}; known: {', '.join(rows) or 'none'} (see `corpus versions --kb {args.kb}`)"
-        )
-    if not r["built"]:
-        raise ConfigError(
-            f"version {args.version!r} of {args.kb!r} has no search table; build it first with `corpus index`"
-        )
-    before = active_version(layout, args.kb)
-    set_active(layout, args.kb, args.version)
+    before = activate(layout, args.kb, args.version)
     if args.json:
         print_json({"kb": args.kb, "active": args.version, "previous": before})
     else:

@@ -44,6 +44,7 @@ import io
 import json
 import os
 import shutil
+import threading
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -287,7 +288,8 @@ def pinned_manifest(folder: UPath | Path, name: str) -> dict[str, Any]:
     """A pinned manifest (``StoreError`` when it was released: its snapshot is gone)."""
     path = UPath(folder) / PINNED / name
     key = str(path)
-    cached = _PINNED_CACHE.get(key)
+    with _PINNED_LOCK:
+        cached = _PINNED_CACHE.get(key)
     if cached is not None:
         return cached
     try:
@@ -296,14 +298,16 @@ def pinned_manifest(folder: UPath | Path, name: str) -> dict[str, Any]:
         raise StoreError(f"snapshot manifest {name} of {UPath(folder).name} was released") from None
     if not isinstance(value, dict):
         raise StoreError(f"snapshot manifest {name} of {UPath(folder).name} is not a JSON object")
-    _PINNED_CACHE[key] = value  # (immutable: named by its bytes' hash)
-    while len(_PINNED_CACHE) > _PINNED_CACHE_MAX:
-        _PINNED_CACHE.pop(next(iter(_PINNED_CACHE)))
+    with _PINNED_LOCK:  # (the server's threads share it)
+        _PINNED_CACHE[key] = value  # (immutable: named by its bytes' hash)
+        while len(_PINNED_CACHE) > _PINNED_CACHE_MAX:
+            _PINNED_CACHE.pop(next(iter(_PINNED_CACHE)))
     return value
 
 
 _PINNED_CACHE: dict[str, dict[str, Any]] = {}
 _PINNED_CACHE_MAX = 64
+_PINNED_LOCK = threading.Lock()
 
 
 def pinned_files(folder: UPath | Path) -> set[str]:
@@ -325,7 +329,8 @@ def release_manifests(folder: UPath | Path, keep: set[str]) -> int:
         if name not in keep:
             with contextlib.suppress(FileNotFoundError):
                 (folder / PINNED / name).unlink()
-            _PINNED_CACHE.pop(str(folder / PINNED / name), None)
+            with _PINNED_LOCK:
+                _PINNED_CACHE.pop(str(folder / PINNED / name), None)
     listed = {p.name for names in _files_of(folder, read_manifest(folder)).values() for p in names}
     if not listed and not (folder / MANIFEST).exists():
         return 0  # (never written, or an earlier release's layout: nothing to compare with)

@@ -330,9 +330,8 @@ def _publish_earlier_builds(layout: Layout, kb: str, building: str) -> None:
     """A KB's first publish: its other versions built by an earlier release (a search table
     and child chunks) are published as they are, so they stay readable."""
     from corpus_pipeline.store.lance import open_search_table, pin_table_version
-    from corpus_pipeline.store.versions import known_versions
 
-    for v in known_versions(layout, kb):
+    for v in layout.versions_with_partition("child_chunks", kb):
         if v == building or not layout.search_table_dir(kb, v).is_dir():
             continue
         if not read_manifest(asset_folder(layout, "child_chunks", kb, v)):

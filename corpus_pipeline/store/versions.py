@@ -5,6 +5,7 @@ reads (ACTIVE), which one kb.yaml yields now (CURRENT), and retiring old ones.
     load_version(layout, kb_name, version)       the KB exactly as that version was registered
     build_kb(layout, kb_name, version)           the KB a build of that version uses
     active_version / set_active                  what search reads
+    list_versions / activate                     every version with its state; switch to a built one
     current_version                              what the last `corpus index` / sensor tick saw
     versions_to_retire / retire_version          retention
 
@@ -27,7 +28,8 @@ from corpus_pipeline.embedding.settings import EmbeddingConfig
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import KBConfig, KnowledgeBase, kb_from_config, resolve_kb
 from corpus_pipeline.store.files import put_text, remove_tree
-from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.layout import Layout, check_kb_name
+from corpus_pipeline.store.snapshots import Snapshot, SnapshotNotFound, collect, resolve, unpublish
 from corpus_pipeline.versioning import strategy_version, version_inputs
 
 #: The partitions of one version, Parquet and beyond (the LanceDB table is separate).
@@ -178,7 +180,6 @@ def retire_version(layout: Layout, kb: str, version: str) -> None:
     delete its Parquet partitions, LanceDB table, state and registration, and release what
     only its snapshot kept of the KB's partitions."""
     from corpus_pipeline.store.lance import drop_search_table
-    from corpus_pipeline.store.snapshots import collect, unpublish
 
     if version == active_version(layout, kb):
         raise ConfigError(f"{version!r} is the active version of {kb!r}; activate another one before retiring it")
@@ -189,3 +190,76 @@ def retire_version(layout: Layout, kb: str, version: str) -> None:
     layout.index_state_file(kb, version).unlink(missing_ok=True)
     layout.version_file(kb, version).unlink(missing_ok=True)
     collect(layout, kb)
+
+
+# ---------------------------------------------------------------------------------------------- use cases
+
+
+def _age(ts: str | None) -> str:
+    if not ts:
+        return "?"
+    secs = (datetime.now(UTC) - datetime.fromisoformat(ts)).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{int(secs // size)}{unit}"
+    return f"{int(secs)}s"
+
+
+def _rows(manifest: dict[str, Any]) -> int | None:
+    rows = manifest.get("rows")
+    return int(rows["data"]) if isinstance(rows, dict) and "data" in rows else None
+
+
+def list_versions(layout: Layout, kb: str) -> list[dict[str, Any]]:
+    """Every registered version of ``kb``, newest first: active, current (kb.yaml's), built
+    (published: search can read it), plan, registration and build times, counts. What
+    ``corpus versions``, ``GET /kbs/{kb}/versions`` and ``KB.versions()`` show."""
+    check_kb_name(kb)
+    active = active_version(layout, kb)
+    try:
+        current = strategy_version(resolve_kb(layout.kb_dir(kb)))
+    except ConfigError:
+        current = None
+    out = []
+    for v in versions_by_age(layout, kb):
+        info = version_info(layout, kb, v)
+        try:
+            snap: Snapshot | None = resolve(layout, kb, v)
+        except SnapshotNotFound:
+            snap = None  # (registered, not published: being built, stopped by its checks)
+        rows = {asset: _rows(snap.manifest(asset)) if snap else None for asset in ("parent_blocks", "child_chunks")}
+        built_at = snap.manifest("child_chunks").get("written_at") if snap else None
+        out.append(
+            {
+                "kb": kb,
+                "strategy_version": v,
+                "active": v == active,
+                "current": v == current,
+                "built": snap is not None and layout.search_table_dir(kb, v).is_dir(),
+                "plan": ((info.get("inputs") or {}).get("plan") or {}).get("snapshot"),
+                "registered_at": info.get("registered_at"),
+                "built_at": built_at,
+                "age": _age(info.get("registered_at")),
+                "parent_blocks": rows["parent_blocks"],
+                "child_chunks": rows["child_chunks"],
+            }
+        )
+    return out
+
+
+def activate(layout: Layout, kb: str, version: str) -> str | None:
+    """Make a built (published) version the one search reads, with no rebuild (rollback);
+    returns the version that was active. ``ConfigError`` naming the known versions when
+    ``version`` is not one, or is not built."""
+    rows = {r["strategy_version"]: r for r in list_versions(layout, kb)}
+    r = rows.get(version)
+    if r is None:
+        raise ConfigError(
+            f"{version!r} is not a version of {kb!r}; known: {', '.join(rows) or 'none'} "
+            f"(see `corpus versions --kb {kb}`)"
+        )
+    if not r["built"]:
+        raise ConfigError(f"version {version!r} of {kb!r} has no search table; build it first with `corpus index`")
+    before = active_version(layout, kb)
+    set_active(layout, kb, version)
+    return before

@@ -28,6 +28,7 @@ import pytest
 import uvicorn
 
 from corpus_pipeline.api import KB
+from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.lineage import trace_chunk
 from corpus_pipeline.serve.app import create_app
 from corpus_pipeline.store.lance import open_search_table
@@ -376,6 +377,10 @@ def test_a_kb_built_before_snapshots_is_read_as_it_is_and_published_by_its_next_
     snap = resolve(layout, "ops", v1)
     assert not snap.live and snap.has("child_chunks")
     assert [[c for c, _ in hits] for hits in _answers_of(kb, v1)] == [[c for c, _ in hits] for hits in before]
+    assert kb.activate(v1) == v2  # (rollback through the library, as `corpus activate` does)
+    assert kb.search(QUERIES[0], top_k=3).strategy_version == v1
+    with pytest.raises(ConfigError, match="not a version"):
+        kb.activate("p9-c9-00000000")
     with pytest.raises(SnapshotNotFound):
         resolve(layout, "ops", "p9-c9-00000000")
 
