@@ -134,26 +134,21 @@ class OpenAIEmbedder(RemoteEmbedder):
         return f"embedding endpoint {self.base_url or 'https://api.openai.com/v1'} (model {self.config.model!r})"
 
     def _request(self, texts: Sequence[str]) -> np.ndarray:
-        import openai
+        from corpus_pipeline.llm.client import openai_call
 
         params: dict[str, Any] = {"encoding_format": "float"}
         if self.config.dimensions is not None:
             params["dimensions"] = self.config.dimensions
-        try:
+
+        def call() -> Any:
             # The raw response, its JSON read here: the client's typed parse of every float
             # costs ~6x the request itself (1.3 s for 2,048 vectors of 384 on 2 cores).
             raw = self._client.embeddings.with_raw_response.create(
                 model=self.config.model, input=[t or " " for t in texts], **params
             )
-            body = json.loads(raw.http_response.content)
-        # ``from None``: the endpoint's own exception is not chained (Dagster stores a cause's
-        # text unmasked in its event log); its type and masked text are in the message.
-        except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
-            raise ModelError(f"{self.where} failed: {type(exc).__name__}: {self._mask(str(exc))}") from None
-        except Exception as exc:  # noqa: BLE001 - a body the client cannot read: untrusted input, never a crash
-            raise ModelError(
-                f"{self.where} returned an unreadable response: {type(exc).__name__}: {self._mask(str(exc), 200)}"
-            ) from None
+            return json.loads(raw.http_response.content)
+
+        body = openai_call(self.where, call)
         data = body.get("data") if isinstance(body, dict) else None
         if isinstance(data, list):
             data = _by_index(data, len(texts), self.where)

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.llm.cache import ResponseCache
@@ -60,6 +60,9 @@ class LLMUsage:
         return asdict(self)
 
 
+T = TypeVar("T")
+
+
 def openai_client(base_url: str | None, api_key: str | None, timeout_s: float, max_retries: int) -> Any:
     """The ``openai`` client of an OpenAI-compatible endpoint (the LLM, vision and embedding
     clients all make theirs here). Local servers (vLLM, Ollama, TEI) accept any key; the
@@ -68,6 +71,25 @@ def openai_client(base_url: str | None, api_key: str | None, timeout_s: float, m
 
     register_secret(api_key)
     return OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=max_retries)
+
+
+def openai_call(what: str, call: Callable[[], T]) -> T:
+    """``call()`` (a request of the ``openai`` client), its failures as one ``ModelError``
+    naming ``what`` ("LLM call", "embedding endpoint … (model …)"): the client's errors
+    (status, timeout, connection) as "failed", anything else (a body it cannot read:
+    untrusted input, never a crash) as "returned an unreadable response", the text masked.
+    ``from None``: the endpoint's own exception is not chained (Dagster stores a cause's
+    text unmasked in its event log); its type and masked text are in the message."""
+    import openai
+
+    try:
+        return call()
+    except openai.OpenAIError as exc:
+        raise ModelError(f"{what} failed: {type(exc).__name__}: {mask_error(str(exc))}") from None
+    except Exception as exc:  # noqa: BLE001 - see above
+        raise ModelError(
+            f"{what} returned an unreadable response: {type(exc).__name__}: {mask_error(str(exc), 200)}"
+        ) from None
 
 
 class LLMClient:
@@ -173,20 +195,12 @@ class LLMClient:
 
     # ------------------------------------------------------------------ internals
     def _call(self, messages: Messages, params: dict[str, Any]) -> tuple[str, dict[str, int]]:
-        import openai
-
         with self._lock:
             self.usage.calls += 1
-        try:
-            response = self._client.chat.completions.create(model=self.model, messages=cast(Any, messages), **params)
-        # ``from None``: the endpoint's own exception is not chained (Dagster stores a cause's
-        # text unmasked in its event log); its type and masked text are in the message.
-        except openai.OpenAIError as exc:  # status errors, timeouts, connection errors
-            raise ModelError(f"LLM call failed: {type(exc).__name__}: {mask_error(str(exc))}") from None
-        except Exception as exc:  # noqa: BLE001 - a body the client cannot read: untrusted input, never a crash
-            raise ModelError(
-                f"LLM call returned an unreadable response: {type(exc).__name__}: {mask_error(str(exc), 200)}"
-            ) from None
+        response = openai_call(
+            "LLM call",
+            lambda: self._client.chat.completions.create(model=self.model, messages=cast(Any, messages), **params),
+        )
         try:
             message = response.choices[0].message
             content = message.content

@@ -21,11 +21,10 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import uvicorn
+from support.served import Served
 
 from corpus_pipeline.api import KB
 from corpus_pipeline.errors import ConfigError
@@ -42,23 +41,10 @@ from corpus_pipeline.store.snapshots import (
     resolve,
 )
 from corpus_pipeline.store.versions import active_version, known_versions
+from faults.test_crash import WORDS
 
 pytestmark = pytest.mark.slow
 CORPUS = str(Path(sys.executable).with_name("corpus"))
-WORDS = [
-    "backup",
-    "restore",
-    "console",
-    "port",
-    "snapshot",
-    "encrypt",
-    "replica",
-    "server",
-    "nightly",
-    "copies",
-    "retention",
-    "policy",
-]
 QUERIES = ["how long are snapshots kept", "which port does the console use", "nightly replica policy"]
 YAML = (
     "chunking:\n  plan: PARENT:RECURSIVE;CHILD:RECURSIVE\n"
@@ -111,29 +97,6 @@ def _kill_hook(home: Path, where: str) -> Path:
         encoding="utf-8",
     )
     return hooks
-
-
-class _Server:
-    def __init__(self, app: Any) -> None:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        t0 = time.monotonic()
-        while not self.server.started:
-            assert time.monotonic() - t0 < 30, "server did not start"
-            time.sleep(0.05)
-        return f"http://127.0.0.1:{self.port}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 class _Readers:
@@ -236,7 +199,7 @@ def test_an_update_killed_at_any_write_changes_nothing_a_reader_sees(home: Path,
     (home / "kbs" / "ops" / "doc0.md").write_text("# Runbook 0\n\nSnapshots are kept for 90 days now.\n")
     (home / "kbs" / "ops" / "doc1.md").unlink()
 
-    with _Server(create_app(home, api_keys=[], rate_per_s=0)) as url, _Readers(url) as readers:
+    with Served(create_app(home, api_keys=[], rate_per_s=0)) as url, _Readers(url) as readers:
         while readers.rounds < 1:
             time.sleep(0.2)
         r = _index(home, _kill_hook(home, where))
@@ -275,7 +238,7 @@ def test_a_version_retired_while_the_server_reads_it_is_never_an_error(home: Pat
     old_chunk = old.results[0].hits[0].chunk_id
     _write_kb(home, child=150)  # another strategy version; keep_versions: 1 retires v1
 
-    with _Server(create_app(home, api_keys=[], rate_per_s=0)) as url, _Readers(url) as readers:
+    with Served(create_app(home, api_keys=[], rate_per_s=0)) as url, _Readers(url) as readers:
         readers.strict = False  # (the chunks of v1 go with it: a 404 then, never a 5xx)
         while readers.rounds < 1:
             time.sleep(0.2)

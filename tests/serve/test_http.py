@@ -6,31 +6,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from conftest import TINY_EN, TINY_ZH
+from support.served import Served, free_port
 
 from corpus_pipeline.serve.app import create_app
 
 pytestmark = pytest.mark.slow
 CORPUS = str(Path(sys.executable).with_name("corpus"))
 KEY = "test-key-123456"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -41,23 +32,7 @@ def _cli(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedPr
     return subprocess.run([CORPUS, *args], env=_env(home), capture_output=True, text=True, timeout=timeout)
 
 
-class _Server:
-    def __init__(self, app: Any) -> None:
-        self.port = _free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        t0 = time.monotonic()
-        while not self.server.started:
-            assert time.monotonic() - t0 < 30, "server did not start"
-            time.sleep(0.05)
-        return f"http://127.0.0.1:{self.port}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+_Server = Served  # (test_browser imports it from here)
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +198,7 @@ def test_corpus_serve_refuses_a_public_address_without_a_key(home: Path) -> None
 
 
 def test_corpus_serve_starts_and_answers(home: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {**_env(home), "CORPUS_API_KEYS": KEY}
     proc = subprocess.Popen([CORPUS, "serve", "--port", str(port)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
