@@ -36,6 +36,7 @@ from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.plan import DEFAULT_PLAN, PipelineSettings, Plan, build_plan
 from corpus_pipeline.embedding.settings import EmbeddingConfig
 from corpus_pipeline.embedding.tokens import TokenCounter
+from corpus_pipeline.endpoints import ConcurrentEndpoint, Endpoint
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.quality.config import QualityConfig
 from corpus_pipeline.retrieval.rerank import RerankConfig
@@ -64,7 +65,7 @@ class ChunkingConfig(_Strict):
     overrides: list[OverrideConfig] = Field(default_factory=list)
 
 
-class VisionConfig(_Strict):
+class VisionConfig(_Strict, Endpoint):
     """Image description: a vision model behind an OpenAI-compatible endpoint, OCR fallback.
 
     Unset ``base_url`` / ``model`` come from ``OPENAI_BASE_URL`` / ``CORPUS_VISION_MODEL``.
@@ -72,17 +73,13 @@ class VisionConfig(_Strict):
     """
 
     enabled: bool = True
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
     model: str | None = None
-    timeout_s: float = Field(60, gt=0, le=600)
-    max_retries: int = Field(2, ge=0, le=10)
     ocr: bool = True
     ocr_languages: str = Field("eng+chi_sim", pattern=r"^[a-z_]+(\+[a-z_]+)*$")
     min_side_px: int = Field(16, ge=1, le=4096)
 
 
-class LLMConfig(_Strict):
+class LLMConfig(_Strict, ConcurrentEndpoint):
     """``llm:`` — the chat model for PROPOSITION and LLM splitting, behind an
     OpenAI-compatible endpoint (see ``corpus_pipeline.llm.settings``).
 
@@ -92,12 +89,7 @@ class LLMConfig(_Strict):
     """
 
     enabled: bool = True
-    base_url: str | None = Field(None, min_length=1, max_length=2000)
-    api_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
     model: str | None = Field(None, min_length=1, max_length=200)
-    timeout_s: float = Field(60, gt=0, le=600)
-    max_retries: int = Field(2, ge=0, le=10)
-    max_concurrency: int = Field(4, ge=1, le=64)
     max_output_tokens: int | None = Field(None, ge=16, le=200_000)
 
 

@@ -253,3 +253,30 @@ def test_a_model_path_that_is_no_model_folder_is_refused_before_any_run(tmp_path
     d = _kb(tmp_path, f"embedding: {{model: {model}}}\n")
     with pytest.raises(ConfigError, match=rf"kb.yaml: embedding.model = '{model}' {what}"):
         resolve_kb(d)
+
+
+ENDPOINT_SECTIONS = {  # section -> its URL key (rerank's is the endpoint itself)
+    "embedding": "base_url",
+    "llm": "base_url",
+    "vision": "base_url",
+    "rerank": "url",
+}
+
+
+@pytest.mark.parametrize("section", sorted(ENDPOINT_SECTIONS))
+def test_every_endpoint_section_checks_its_url_and_key_variable_alike(tmp_path, section):
+    """One declaration (``corpus_pipeline.endpoints``) for the keys of the four sections that
+    call an endpoint: the same checks everywhere (vision's key variable was not checked)."""
+    key = ENDPOINT_SECTIONS[section]
+    head = f"{section}:\n" + ("  provider: openai\n  model: m\n" if section == "embedding" else "  model: m\n")
+    cases = {
+        "creds": (f"  {key}: https://user:sk-secret@gpu-box:8000/v1\n", "holds credentials"),
+        "scheme": (f"  {key}: file:///etc/passwd\n", "is not an http\\(s\\) URL"),
+        "keyvar": ("  api_key_env: 'MY-KEY; rm'\n", "api_key_env"),
+        "timeout": ("  timeout_s: 0\n", "timeout_s"),
+    }
+    for n, (line, message) in cases.items():
+        with pytest.raises(ConfigError, match=message):
+            resolve_kb(_kb(tmp_path, head + line, name=f"{section}-{n}"))
+    ok = resolve_kb(_kb(tmp_path, head + f"  {key}: http://127.0.0.1:8000/v1\n", name=f"{section}-ok"))
+    assert getattr(getattr(ok.config, section), key) == "http://127.0.0.1:8000/v1"

@@ -36,9 +36,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from corpus_pipeline.embedding.providers import provider_spec
+from corpus_pipeline.endpoints import ConcurrentEndpoint
 
 DEFAULT_PROVIDER = "sentence-transformers"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -53,7 +54,7 @@ DEFAULT_BACKEND: Backend = "torch"
 DISTINCT_VECTORS: dict[str, str] = {"onnx-int8": "onnx-int8-pc"}
 
 
-class EmbeddingConfig(BaseModel):
+class EmbeddingConfig(ConcurrentEndpoint):
     """kb.yaml's ``embedding:`` section, validated (see the module docstring)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -66,12 +67,7 @@ class EmbeddingConfig(BaseModel):
     passage_prefix: str | None = Field(None, max_length=500)
     max_tokens: int | None = Field(None, ge=16, le=131_072)
     tokenizer: str | None = Field(None, min_length=1, max_length=1000)
-    base_url: str | None = Field(None, min_length=1, max_length=2000)
-    api_key_env: str = Field(DEFAULT_API_KEY_ENV, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
     dimensions: int | None = Field(None, ge=1, le=65_536)
-    timeout_s: float = Field(60, gt=0, le=600)
-    max_retries: int = Field(2, ge=0, le=10)
-    max_concurrency: int = Field(4, ge=1, le=64)
     backend: Backend = DEFAULT_BACKEND
 
     @field_validator("provider")

@@ -32,26 +32,32 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from corpus_pipeline.endpoints import KEY_ENV_PATTERN, EndpointKeys, check_url
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.secrets import mask_error, secret_from_env
 
 
-class RerankConfig(BaseModel):
+class RerankConfig(EndpointKeys):
     """kb.yaml's ``rerank:`` section (see the module docstring). Not in the strategy version."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
-    url: str | None = Field(None, min_length=1, max_length=2000, pattern=r"^https?://")
+    url: str | None = Field(None, min_length=1, max_length=2000)
     api: Literal["cohere", "tei"] = "cohere"
     model: str | None = Field(None, min_length=1, max_length=500)
-    api_key_env: str = Field("RERANK_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    api_key_env: str = Field("RERANK_API_KEY", pattern=KEY_ENV_PATTERN)  # (endpoints: other defaults)
     timeout_s: float = Field(30, gt=0, le=600)
     max_retries: int = Field(1, ge=0, le=10)
     max_chars: int = Field(2000, ge=50, le=100_000)  # each document is cut to this before sending
     device: str = Field("auto", pattern=r"^(auto|cpu|mps|cuda(:\d{1,2})?)$")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return check_url(value, "rerank.url")
 
     @model_validator(mode="after")
     def _what(self) -> RerankConfig:
