@@ -19,9 +19,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as pads
 
+import corpus_pipeline.indexing.rows as rows
 from corpus_pipeline.chunking.context import ContextFactory
 from corpus_pipeline.chunking.document import SourceDocument, chunk_children, chunk_parents, doc_fingerprint
-from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.describe import descriptions_by_doc
 from corpus_pipeline.indexing.parse import blocks_by_doc, image_blocks_by_doc, ok_texts
 from corpus_pipeline.indexing.stats import ChunkStats, StageResult

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+import corpus_pipeline.indexing.rows as rows
 from corpus_pipeline.embedding import EmbeddingCache, EmbeddingConfig, embed_with_cache, open_embedder
 from corpus_pipeline.embedding.cache import Embedder, text_hash
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.stats import EmbedStats, StageResult
 from corpus_pipeline.progress import ProgressFn
 from corpus_pipeline.store import schemas

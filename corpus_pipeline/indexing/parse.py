@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 from upath import UPath
 
+import corpus_pipeline.indexing.rows as rows
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.discover import documents_of
 from corpus_pipeline.indexing.stats import ParseStats, StageResult
 from corpus_pipeline.kbconfig import KnowledgeBase, ParsingConfig

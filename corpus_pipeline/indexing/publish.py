@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+import corpus_pipeline.indexing.rows as rows
 from corpus_pipeline import freshness
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.indexing import rows
 from corpus_pipeline.indexing.embed import vectors_of
 from corpus_pipeline.indexing.stats import PublishStats
 from corpus_pipeline.store.layout import Layout, search_table_name
