@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from corpus_pipeline.chunking.context import ContextFactory
 from corpus_pipeline.chunking.document import ChunkedDocument, SourceDocument, chunk_document
 from corpus_pipeline.chunking.plan import Plan
+from corpus_pipeline.doc_formats import BY_NAME, NAMES
 from corpus_pipeline.errors import ConfigError, DocumentError
 from corpus_pipeline.kbconfig import KBConfig, KnowledgeBase, format_validation, kb_from_config, resolve_kb
 from corpus_pipeline.models import DocStatus, Document, ParsedDocument
@@ -39,7 +40,7 @@ from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.versioning import strategy_version
 
 PREVIEW_KB = "preview"
-_FORMATS = ("markdown", "text", "html", "docx", "pdf")
+_FORMATS = NAMES
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,8 @@ def parse_file(path: Path, *, fmt: str | None = None, layout: Layout | None = No
 def with_stdin(data: bytes, fmt: str | None, run: Any) -> Any:
     """``run(path, fmt)`` on bytes from standard input, saved to a temporary file."""
     fmt = fmt or "text"
-    suffix = {"markdown": ".md", "text": ".txt", "html": ".html", "docx": ".docx", "pdf": ".pdf"}.get(fmt, ".txt")
+    row = BY_NAME.get(fmt)
+    suffix = row.extensions[0] if row is not None else ".txt"
     with tempfile.TemporaryDirectory(prefix="corpus-preview-") as tmp:
         f = Path(tmp) / f"stdin{suffix}"
         f.write_bytes(data)

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from corpus_pipeline.parsing.discovery import EXTENSIONS
+from corpus_pipeline.doc_formats import EXTENSIONS
 
 _IGNORED = {"kb.yaml", "questions.jsonl"}
 

@@ -34,11 +34,12 @@ from corpus_pipeline.chunking import text as tx
 from corpus_pipeline.chunking.headings import find_headings
 from corpus_pipeline.chunking.plan import build_plan
 from corpus_pipeline.chunking.recursive import Recursive
+from corpus_pipeline.doc_formats import STRUCTURED
 from corpus_pipeline.embedding.tokens import TokenCounter
 from corpus_pipeline.models import Block
 
 RECOMMENDER_VERSION = "v1"
-STRUCTURED_FORMATS = frozenset({"pdf", "docx", "markdown", "html"})
+STRUCTURED_FORMATS = STRUCTURED  # (the format table's: formats with their own headings)
 PARENT_MAX_CHARS = int(Recursive.parent_defaults["max_chars"])  # 2200
 CHILD_MAX_CHARS = 800
 SEMANTIC_MIN_CHARS = 240

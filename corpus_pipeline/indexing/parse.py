@@ -13,6 +13,7 @@ import pyarrow.dataset as pads
 from upath import UPath
 
 import corpus_pipeline.indexing.rows as rows
+from corpus_pipeline.doc_formats import version_of
 from corpus_pipeline.errors import StoreError
 from corpus_pipeline.indexing.discover import documents_of
 from corpus_pipeline.indexing.stats import ParseStats, StageResult
@@ -45,7 +46,7 @@ def _reusable(kb: KnowledgeBase, prev_texts: dict[str, dict[str, Any]], doc: Doc
     if (
         old is not None
         and old["content_hash"] == doc.content_hash
-        and old.get("parser_version") == PARSER_VERSION
+        and old.get("parser_version") == version_of(doc.format)
         and old["path"] == doc.path
         and not doc.error
         and not stopped_by_other_limits(old["error"], kb.config.parsing)
@@ -126,7 +127,7 @@ def parsed_rows(docs: Sequence[Document], parsed: Sequence[ParsedDocument]) -> d
         doc = by_id[result.doc_id]
         text = DocumentText(
             doc.doc_id, doc.path, doc.format, doc.content_hash, result.status, result.error, result.text,
-            len(result.blocks), len(result.images), PARSER_VERSION,
+            len(result.blocks), len(result.images), version_of(doc.format) or PARSER_VERSION,
         )  # fmt: skip
         new_rows["texts"].extend(schemas.to_rows([text], DocumentText))
         new_rows["blocks"].extend(schemas.to_rows(result.blocks, Block))

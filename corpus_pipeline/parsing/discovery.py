@@ -10,25 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import zipfile
 from pathlib import Path
 from typing import BinaryIO
 
 from corpus_pipeline.chunking.plan import Plan
+from corpus_pipeline.doc_formats import NAMES, sniff
 from corpus_pipeline.kbconfig import KnowledgeBase, match_glob
 from corpus_pipeline.models import DocFormat, Document
 
-EXTENSIONS: dict[str, DocFormat] = {
-    ".md": DocFormat.MARKDOWN,
-    ".markdown": DocFormat.MARKDOWN,
-    ".mdx": DocFormat.MARKDOWN,
-    ".txt": DocFormat.TEXT,
-    ".text": DocFormat.TEXT,
-    ".html": DocFormat.HTML,
-    ".htm": DocFormat.HTML,
-    ".docx": DocFormat.DOCX,
-    ".pdf": DocFormat.PDF,
-}
 _IGNORED_NAMES = {"kb.yaml", "questions.jsonl"}
 
 
@@ -37,23 +26,10 @@ def doc_id_for(kb: str, rel_path: str) -> str:
 
 
 def sniff_format(path: Path, head: bytes) -> DocFormat | None:
-    """The format by content, then by extension; None for unsupported files."""
-    if head.startswith(b"%PDF"):
-        return DocFormat.PDF
-    if head.startswith(b"PK\x03\x04"):
-        try:
-            with zipfile.ZipFile(path) as zf:
-                if "word/document.xml" in zf.namelist():
-                    return DocFormat.DOCX
-        except (zipfile.BadZipFile, OSError):
-            pass
-        return EXTENSIONS.get(path.suffix.lower())
-    ext = EXTENSIONS.get(path.suffix.lower())
-    if ext in (DocFormat.TEXT, None):
-        low = head[:512].lstrip().lower()
-        if low.startswith((b"<!doctype html", b"<html")):
-            return DocFormat.HTML
-    return ext
+    """The format by content, then by extension (``doc_formats.sniff``); None for
+    unsupported files."""
+    name = sniff(path, head)
+    return DocFormat(name) if name is not None else None
 
 
 def file_hash(path: Path) -> str:
@@ -170,8 +146,7 @@ def discover_all(kb: KnowledgeBase) -> tuple[list[Document], list[dict[str, str]
                 skipped.append(
                     {
                         "path": rel,
-                        "reason": "not a supported format (markdown, text, HTML, DOCX, PDF); exclude it in kb.yaml "
-                        "or convert it",
+                        "reason": f"not a supported format ({', '.join(NAMES)}); exclude it in kb.yaml or convert it",
                     }
                 )
             continue

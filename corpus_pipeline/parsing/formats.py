@@ -1,4 +1,4 @@
-"""The parser of each format (registered in ``registry``), and what each gives.
+"""The parser of each format (named by the format's row, ``doc_formats.FORMATS``), and what each gives.
 
 ==========  ==========================================  ==============================
 format      canonical text                              parser
@@ -17,10 +17,10 @@ import re
 from collections.abc import Callable
 
 from corpus_pipeline.errors import DocumentError
-from corpus_pipeline.models import BlockType, DocFormat, DocStatus, ParsedDocument
+from corpus_pipeline.models import BlockType, DocStatus, ParsedDocument
 from corpus_pipeline.parsing.blocks import JoinedBlocks
 from corpus_pipeline.parsing.images import ImageCollector
-from corpus_pipeline.parsing.registry import Source, parser
+from corpus_pipeline.parsing.registry import Source
 from corpus_pipeline.parsing.textdecode import decode_text
 
 #: A text document whose longest line is longer than this is not prose (minified data,
@@ -81,7 +81,6 @@ def _joined(source: Source, built: JoinedBlocks) -> ParsedDocument:
     )
 
 
-@parser(DocFormat.MARKDOWN)
 def parse_markdown(source: Source) -> ParsedDocument:
     from corpus_pipeline.parsing.markdown_blocks import markdown_blocks
 
@@ -92,7 +91,6 @@ def parse_markdown(source: Source) -> ParsedDocument:
     )
 
 
-@parser(DocFormat.TEXT)
 def parse_text(source: Source) -> ParsedDocument:
     from corpus_pipeline.parsing.text_blocks import text_blocks
 
@@ -103,7 +101,6 @@ def parse_text(source: Source) -> ParsedDocument:
     )
 
 
-@parser(DocFormat.HTML)
 def parse_html(source: Source) -> ParsedDocument:
     from corpus_pipeline.parsing.html_blocks import html_blocks
 
@@ -112,7 +109,6 @@ def parse_html(source: Source) -> ParsedDocument:
     return _joined(source, html_blocks(source.doc.doc_id, markup, ref_hook(source.images)))
 
 
-@parser(DocFormat.DOCX)
 def parse_docx(source: Source) -> ParsedDocument:
     from corpus_pipeline.parsing.docx_blocks import docx_blocks
     from corpus_pipeline.parsing.limits import check_zip
@@ -121,7 +117,6 @@ def parse_docx(source: Source) -> ParsedDocument:
     return _joined(source, docx_blocks(source.doc.doc_id, source.path, bytes_hook(source.images)))
 
 
-@parser(DocFormat.PDF)
 def parse_pdf(source: Source) -> ParsedDocument:
     from corpus_pipeline.parsing.pdf_blocks import pdf_blocks
 

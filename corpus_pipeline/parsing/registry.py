@@ -1,7 +1,6 @@
-"""The parsers, one per format, behind one registry and one signature.
+"""The parsers, one per format (named by its row of ``doc_formats.FORMATS``), one signature.
 
-    @parser(DocFormat.PDF)
-    def parse_pdf(source: Source) -> ParsedDocument: ...
+    def parse_pdf(source: Source) -> ParsedDocument: ...   (parsing/formats.py)
 
     parser_for("pdf")        the function; an unknown format is a DocumentError naming it
                              and the formats there are parsers for
@@ -18,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from corpus_pipeline.doc_formats import BY_NAME
 from corpus_pipeline.errors import DocumentError
 from corpus_pipeline.kbconfig import ParsingConfig
-from corpus_pipeline.models import DocFormat, Document, ParsedDocument
+from corpus_pipeline.models import Document, ParsedDocument
 from corpus_pipeline.parsing.images import ImageCollector
 from corpus_pipeline.parsing.limits import DEFAULT_LIMITS
 
@@ -37,37 +37,20 @@ class Source:
 
 
 Parser = Callable[[Source], ParsedDocument]
-_PARSERS: dict[str, Parser] = {}
-
-
-def parser(fmt: DocFormat | str) -> Callable[[Parser], Parser]:
-    """Register the decorated function as the parser of ``fmt``."""
-    key = DocFormat(fmt).value if isinstance(fmt, DocFormat) else str(fmt)
-
-    def register(fn: Parser) -> Parser:
-        if key in _PARSERS and _PARSERS[key] is not fn:
-            raise ValueError(f"format {key!r} has two parsers: {_PARSERS[key].__name__} and {fn.__name__}")
-        _PARSERS[key] = fn
-        return fn
-
-    return register
 
 
 def formats() -> list[str]:
-    _load()
-    return sorted(_PARSERS)
+    """The formats there is a parser for."""
+    return sorted(BY_NAME)
 
 
 def parser_for(fmt: str) -> Parser:
-    _load()
-    found = _PARSERS.get(fmt)
-    if found is None:
+    """The parser of ``fmt``, from its row (``DocumentError`` naming the known formats)."""
+    row = BY_NAME.get(fmt)
+    if row is None:
         raise DocumentError(
-            f"no parser for format {fmt!r}; formats with a parser: {', '.join(sorted(_PARSERS))}. "
+            f"no parser for format {fmt!r}; formats with a parser: {', '.join(formats())}. "
             "Exclude the file in kb.yaml (exclude:) or convert it."
         )
+    found: Parser = row.parse_function()
     return found
-
-
-def _load() -> None:
-    from corpus_pipeline.parsing import formats as _  # noqa: F401 - registers the parsers

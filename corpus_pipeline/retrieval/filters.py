@@ -36,13 +36,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from corpus_pipeline.doc_formats import ALIASES, EXTENSIONS, NAMES
 from corpus_pipeline.errors import ConfigError
-from corpus_pipeline.models import ChunkType, DocFormat
+from corpus_pipeline.models import ChunkType
 from corpus_pipeline.parsing.blocks import SECTION_SEPARATOR
-from corpus_pipeline.parsing.discovery import EXTENSIONS
 
-FORMAT_ALIASES = {"md": "markdown", "txt": "text", "htm": "html"}
-FORMATS = tuple(f.value for f in DocFormat)
+FORMATS = NAMES
+_ALIASES_SHOWN = ", ".join(ALIASES)
 CHUNK_TYPES = tuple(t.value for t in ChunkType)
 _MAX_PATTERN = 1000
 # Characters with a meaning in Rust's regex syntax (what regexp_like runs), escaped with "\".
@@ -125,8 +125,7 @@ def format_of_path(path: str) -> str | None:
     dot = path.rfind(".")
     if dot < 0 or "/" in path[dot:]:
         return None
-    fmt = EXTENSIONS.get(path[dot:].lower())
-    return None if fmt is None else fmt.value
+    return EXTENSIONS.get(path[dot:].lower())
 
 
 def _in_list(column: str, values: list[str]) -> str:
@@ -140,7 +139,7 @@ class SearchFilters(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: str | None = Field(None, description="glob on the document path, e.g. 'guides/**/*.md' or '*.pdf'")
-    format: list[str] | None = Field(None, description=f"document formats: {', '.join(FORMATS)} (md, txt, htm)")
+    format: list[str] | None = Field(None, description=f"document formats: {', '.join(FORMATS)} ({_ALIASES_SHOWN})")
     section: str | None = Field(None, description="section-path prefix, whole segments: 'Guide > Install'")
     chunk_type: list[str] | None = Field(None, description=f"chunk types: {', '.join(CHUNK_TYPES)}")
     score_threshold: float | None = Field(None, ge=0.0, le=1.0, description="minimum relevance, 0 to 1")
@@ -169,9 +168,9 @@ class SearchFilters(BaseModel):
             return None
         out = []
         for raw in v:
-            name = FORMAT_ALIASES.get(raw.strip().lower(), raw.strip().lower())
+            name = ALIASES.get(raw.strip().lower(), raw.strip().lower())
             if name not in FORMATS:
-                raise ValueError(f"unknown format {raw!r}; allowed: {', '.join(FORMATS)} (or md, txt, htm)")
+                raise ValueError(f"unknown format {raw!r}; allowed: {', '.join(FORMATS)} (or {_ALIASES_SHOWN})")
             out.append(name)
         return sorted(set(out))
 
@@ -212,7 +211,7 @@ class SearchFilters(BaseModel):
             clauses.append(f"regexp_like(doc_path, {sql_string(path_regex(self.path))})")
         if self.format:
             wanted = set(self.format)
-            regex = _extension_regex([ext for ext, fmt in EXTENSIONS.items() if fmt.value in wanted])
+            regex = _extension_regex([ext for ext, fmt in EXTENSIONS.items() if fmt in wanted])
             by_ext = f"regexp_like(doc_path, {sql_string(regex)})" if regex else "false"
             odd = dict(exceptions or {})
             drop = sorted(p for p, f in odd.items() if f not in wanted and format_of_path(p) in wanted)
