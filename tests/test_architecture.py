@@ -81,3 +81,20 @@ def test_readers_read_snapshots_not_the_partitions_current_files():
             if name in _CURRENT_FILES:
                 offenders.append(f"{rel}:{node.lineno} {name}")
     assert offenders == [], "read through store.snapshots.Snapshot instead: " + ", ".join(offenders)
+
+
+def test_the_store_is_below_retrieval():
+    """``store/`` is what ``retrieval/`` reads: it imports nothing of it, at any depth of a
+    module (keyword analysis, SQL literals and the ANN threshold live below both)."""
+    offenders = []
+    for path in sorted((LIB / "store").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("corpus_pipeline.retrieval"):
+                offenders.append(f"{path.name}:{node.lineno} {node.module}")
+            if isinstance(node, ast.Import):
+                offenders += [
+                    f"{path.name}:{node.lineno} {a.name}"
+                    for a in node.names
+                    if a.name.startswith("corpus_pipeline.retrieval")
+                ]
+    assert offenders == []

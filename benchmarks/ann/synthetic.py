@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.ann.common import GivenVectors, load_average, percentiles, recall_at, vector_rows, vector_searcher
-from corpus_pipeline.retrieval.analysis import keyword_text
+from corpus_pipeline.keywords import keyword_text
 from corpus_pipeline.retrieval.filters import SearchFilters
 from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.store.lance import (

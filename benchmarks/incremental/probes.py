@@ -67,7 +67,7 @@ PROBES: list[tuple[str, list[tuple[str, str]], int, str]] = [
         "sentence-transformers",
     ),
     ("write_search_table", [("corpus_pipeline.store.lance", "write_search_table")], 1, "LanceDB overwrite + FTS"),
-    ("keyword_text (analysis)", [("corpus_pipeline.retrieval.analysis", "keyword_text")], 2, "per chunk"),
+    ("keyword_text (analysis)", [("corpus_pipeline.keywords", "keyword_text")], 2, "per chunk"),
     ("lancedb create_table", [("lancedb.db", "LanceDBConnection.create_table")], 2, "overwrite"),
     ("lancedb create_index (FTS)", [("lancedb.table", "LanceTable.create_index")], 2, "full rebuild"),
     (

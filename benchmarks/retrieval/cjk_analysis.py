@@ -6,7 +6,7 @@ For each question set (default: the shared CMRC 2018 trial and COVID-QA sets), e
 document is one unit, analysed by the product's own ``keyword_terms(text, cjk=MODE)`` for
 each mode and ranked by BM25 (rank_bm25's Okapi, k1 1.5, b 0.75, as the product's keyword
 channel scores); a hit is the document holding the answer. Reports hit@1, hit@5 and MRR@10
-per mode, and the analysis time. The product's default is ``analysis.CJK_ANALYSIS``.
+per mode, and the analysis time. The product's default is ``keywords.CJK_ANALYSIS``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rank_bm25 import BM25Okapi
 
-from corpus_pipeline.retrieval.analysis import CJK_ANALYSIS, keyword_terms
+from corpus_pipeline.keywords import CJK_ANALYSIS, keyword_terms
 
 MODES = ("bigrams", "jieba", "both")
 DEFAULT_SETS = [Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "cmrc2018-trial-zh"]
@@ -57,7 +57,7 @@ def run(folder: Path) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     sets = [Path(a) for a in (argv if argv is not None else sys.argv[1:])] or DEFAULT_SETS
-    print(f"default (analysis.CJK_ANALYSIS): {CJK_ANALYSIS}")
+    print(f"default (keywords.CJK_ANALYSIS): {CJK_ANALYSIS}")
     for folder in sets:
         for mode, r in run(folder).items():
             print(f"{folder.name:22} {mode:8} " + " ".join(f"{k}={v}" for k, v in r.items()))

@@ -40,6 +40,7 @@ from corpus_pipeline.doc_formats import ALIASES, EXTENSIONS, NAMES
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.models import ChunkType
 from corpus_pipeline.parsing.blocks import SECTION_SEPARATOR
+from corpus_pipeline.store.sql import sql_string
 
 FORMATS = NAMES
 _ALIASES_SHOWN = ", ".join(ALIASES)
@@ -47,13 +48,6 @@ CHUNK_TYPES = tuple(t.value for t in ChunkType)
 _MAX_PATTERN = 1000
 # Characters with a meaning in Rust's regex syntax (what regexp_like runs), escaped with "\".
 _REGEX_META = set("\\.+*?()|[]{}^$#&-~")
-
-
-def sql_string(value: str) -> str:
-    """``value`` as a SQL string literal (quotes doubled; NUL refused)."""
-    if "\x00" in value:
-        raise ConfigError(f"search filter value {value!r} contains a NUL character")
-    return "'" + value.replace("'", "''") + "'"
 
 
 def like_prefix(value: str) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from corpus_pipeline.retrieval.elevation import ParentResult, Passage
-from corpus_pipeline.retrieval.filters import sql_string
+from corpus_pipeline.store.sql import sql_string
 
 _COLUMNS = ["chunk_id", "parent_id", "start_offset", "end_offset", "vector"]
 #: The ``k`` of the reciprocal-rank fusion of a parent's children's two orders (the module docstring).

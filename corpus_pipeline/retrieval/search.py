@@ -31,8 +31,8 @@ from upath import UPath
 from corpus_pipeline.embedding import Embedder, EmbeddingConfig, embedding_config, open_embedder
 from corpus_pipeline.embedding.tokens import token_counter_for
 from corpus_pipeline.errors import ModelError, StoreError
+from corpus_pipeline.keywords import keyword_text
 from corpus_pipeline.models import IMAGE_CHUNK_TYPES
-from corpus_pipeline.retrieval.analysis import keyword_text
 from corpus_pipeline.retrieval.elevation import ChildHit, Parent, ParentResult, elevate
 from corpus_pipeline.retrieval.evidence import ImageText, apply_budgets, fit
 from corpus_pipeline.retrieval.filters import SearchFilters, format_of_path

@@ -104,11 +104,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from corpus_pipeline.errors import ConfigError
+from corpus_pipeline.store.defaults import VECTOR_INDEX_MIN_ROWS, VECTOR_INDEX_MIN_ROWS_FLOOR
 
-#: The default of ``ann_min_rows`` (``store.lance.VECTOR_INDEX_MIN_ROWS``). An IVF_PQ index's
-#: codebooks (256 codes) are trained on at least 2 rows per code: a lower value is refused.
-ANN_MIN_ROWS = 100_000
-ANN_MIN_ROWS_FLOOR = 512
+#: The default of ``ann_min_rows`` and its floor: the store's (``store.defaults``).
+ANN_MIN_ROWS = VECTOR_INDEX_MIN_ROWS
+ANN_MIN_ROWS_FLOOR = VECTOR_INDEX_MIN_ROWS_FLOOR
 
 
 class SearchSettings(BaseModel):

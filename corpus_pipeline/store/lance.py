@@ -5,7 +5,7 @@ an existing one gets only the rows of the documents that changed (``write_search
 each is one commit (a new Lance version), so readers never see half a write and a re-run
 never duplicates rows. Other KBs and versions are other tables. Each table has the child chunks, their vectors, and ``keyword_text``: the text as
 the keyword channel analyses it (CJK as overlapping bigrams, identifiers whole and in parts, see
-``corpus_pipeline.retrieval.analysis``) with a full-text index on it (split on spaces, lower-cased, English
+``corpus_pipeline.keywords``) with a full-text index on it (split on spaces, lower-cased, English
 stemmed, stop words removed). Tables written before that column existed have the ICU
 full-text index on ``text``; search handles both.
 """
@@ -26,10 +26,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.retrieval.settings import ANN_MIN_ROWS
+from corpus_pipeline.keywords import keyword_text
+from corpus_pipeline.store.defaults import VECTOR_INDEX_MIN_ROWS
 from corpus_pipeline.store.layout import Layout, search_table_name
 from corpus_pipeline.store.memory import give_back
 from corpus_pipeline.store.schemas import search_schema, vector_matrix
+from corpus_pipeline.store.sql import sql_string
 
 os.environ.setdefault("LANCE_LOG", "error")
 
@@ -41,7 +43,6 @@ def index_name(column: str) -> str:
 
 #: The default of ``search.ann_min_rows``: a table with at least this many rows gets an ANN
 #: index on its vectors (``ensure_vector_index``); below it search is a flat, exact scan.
-VECTOR_INDEX_MIN_ROWS = ANN_MIN_ROWS
 #: The vector column's ANN index.
 VECTOR_INDEX_NAME = index_name("vector")
 #: Retrain the ANN index (a full rebuild) when more than this share of the table's rows was
@@ -377,7 +378,6 @@ def _row_hashes(table: pa.Table, vecs: np.ndarray) -> list[str]:
 def with_keywords(table: pa.Table) -> pa.Table:
     """``table`` (of ``search_rows``) with its ``keyword_text`` column (CJK bigrams, stems):
     the text the full-text index holds, before ``row_hash``."""
-    from corpus_pipeline.retrieval.analysis import keyword_text  # here: retrieval imports this module
 
     if KEYWORD_COLUMN in table.column_names:
         return table
@@ -576,7 +576,6 @@ def _merge_changes(tbl: Any, source: SearchInput) -> TableWrite | None:
     deleted, written = (int(pc.sum(m.cast(pa.int64())).as_py() or 0) for m in (gone_rows, new_rows))
     if written > REWRITE_SHARE * source.rows or deleted > REWRITE_SHARE * table.num_rows:
         return None
-    from corpus_pipeline.retrieval.filters import sql_string
 
     where = f"doc_id IN ({', '.join(sql_string(d) for d in changed)})"
     parts = [search_rows(c, v) for c, v in source.rows_of(set(changed))]
