@@ -188,7 +188,7 @@ def _files_kept_are_the_snapshots(layout: Layout, kb: str) -> None:
         assert {p.name for p in (folder / PINNED).glob("*.json")} == ({pin} if pin else set()), asset
 
 
-@pytest.mark.parametrize("where", ["chunk_embeddings", "snapshot"])
+@pytest.mark.parametrize("where", ["child_chunks", "chunk_embeddings", "snapshot"])
 def test_an_update_killed_at_any_write_changes_nothing_a_reader_sees(home: Path, where: str) -> None:
     layout = Layout.at(home)
     v1 = active_version(layout, "ops")
@@ -209,9 +209,10 @@ def test_an_update_killed_at_any_write_changes_nothing_a_reader_sees(home: Path,
             time.sleep(0.2)
     assert readers.failures == []
 
-    # The killed run did replace the version's chunks (the test can fail) ...
-    children = asset_folder(layout, "child_chunks", "ops", v1)
-    assert read_manifest(children) != snap.manifest("child_chunks")
+    # The killed run did replace some of the version's partitions (the test can fail) ...
+    replaced = "parent_blocks" if where == "child_chunks" else "child_chunks"
+    assert read_manifest(asset_folder(layout, replaced, "ops", v1)) != snap.manifest(replaced)
+    assert read_manifest(asset_folder(layout, "parsed_blocks", "ops", v1)) != snap.manifest("parsed_blocks")
     if where == "snapshot":
         assert int(open_search_table(layout, "ops", v1).version) != published_table_version(layout, "ops", v1)
     # ... and no reader sees it: the same snapshot, the same answers, each hit traced whole.
