@@ -84,7 +84,7 @@ def onnx_providers(device: str, available: Sequence[str], torch_module: Any = No
     """ONNX Runtime's execution providers for ``embedding.device``: the device is resolved as
     for torch (``local.resolve_device``); a CUDA device uses ``CUDAExecutionProvider`` (with its
     device id) when onnxruntime has it, else the CPU, with a warning; MPS and CPU use the CPU."""
-    from corpus_pipeline.embedding.local import resolve_device
+    from corpus_pipeline.embedding.devices import resolve_device
 
     resolved = resolve_device(device, torch_module)
     if resolved.startswith("cuda"):

@@ -176,7 +176,7 @@ class CrossEncoderReranker:
     def __init__(self, config: RerankConfig) -> None:
         from pathlib import Path
 
-        from corpus_pipeline.embedding.local import resolve_device
+        from corpus_pipeline.embedding.devices import resolve_device
 
         assert config.model is not None
         folder = Path(config.model).expanduser()

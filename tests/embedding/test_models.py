@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from corpus_pipeline.embedding import EmbeddingConfig, open_embedder
-from corpus_pipeline.embedding.local import resolve_device
+from corpus_pipeline.embedding.devices import resolve_device
 from corpus_pipeline.embedding.models import MINILM, model_folder, model_prefixes, require_model_folder
 from corpus_pipeline.embedding.tokens import EstimateTokenCounter, token_counter_for
 from corpus_pipeline.errors import ModelError
