@@ -886,20 +886,28 @@ def prune_history(tbl: Any) -> None:
     tbl.checkout_latest()
 
 
-#: The tag of the version the published snapshot of a table names (``store.snapshots``):
-#: ``prune_history`` keeps it while a new version is written.
-PUBLISHED_TAG = "published"
+#: The tags of the version the published snapshot of a table names (``store.snapshots``),
+#: and, while a publish switches, of the one it names until then: ``prune_history`` keeps
+#: tagged versions.
+PUBLISHED_TAG, SWITCHING_FROM_TAG = "published", "published-before"
 
 
-def pin_table_version(tbl: Any, version: int) -> None:
-    """Tag ``version`` as the published one, so that no prune removes it while the next is
-    written; the version tagged before is released (the next prune removes it)."""
+def pin_table_version(tbl: Any, version: int, keep: int | None = None) -> None:
+    """Tag ``version`` as the published one and ``keep`` (the version the snapshot file still
+    names, while a publish switches) as well, so that no prune removes either: a publish
+    killed before its switch leaves the version its readers read tagged. Without ``keep``
+    only ``version`` stays tagged (the next prune removes the rest)."""
     tags = tbl.to_lance().tags
-    have = tags.list().get(PUBLISHED_TAG)
-    if have is None:
-        tags.create(PUBLISHED_TAG, int(version))
-    elif have.get("version") != version:
-        tags.update(PUBLISHED_TAG, int(version))
+    have = {name: info.get("version") for name, info in tags.list().items()}
+    wanted = {PUBLISHED_TAG: version, SWITCHING_FROM_TAG: keep if keep != version else None}
+    for name, v in wanted.items():
+        if v is None:
+            if name in have:
+                tags.delete(name)
+        elif name not in have:
+            tags.create(name, int(v))
+        elif have[name] != v:
+            tags.update(name, int(v))
 
 
 def vector_mean(table: Any) -> np.ndarray | None:

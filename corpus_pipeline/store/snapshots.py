@@ -12,9 +12,11 @@ once everything is complete::
        "published_at": …}
 
 Publishing pins each partition's manifest (an immutable copy under ``_manifests/``, whose
-files no later write deletes), tags the table's version ``published`` (no prune removes it),
-then replaces the one file above: the switch, atomic (a rename locally, one PUT on an object
-store). A crash anywhere before it leaves every reader on the previous snapshot, whole.
+files no later write deletes), tags the table's version ``published`` (no prune removes a
+tagged version; the version the file names until the switch stays tagged too), then
+replaces the one file above: the switch, atomic (a rename locally, one PUT on an object
+store). A crash anywhere before it leaves every reader on the previous snapshot, whole,
+through the next run's writes as well.
 After it, what only the replaced snapshot used is released at once: the text of a deleted
 or edited document must not stay on disk (``tests/faults/test_deleted.py``). A reader still
 in the middle of the replaced snapshot then fails to read a file, finds that the snapshot
@@ -292,10 +294,11 @@ def publish(layout: Layout, kb: str, version: str) -> Snapshot:
         "published_at": datetime.now(UTC).isoformat(timespec="microseconds"),
         **snapshot,
     }
-    # The table version is protected before the file names it; the file is the switch.
-    pin_table_version(tbl, table_version)
+    # Both table versions are protected while the file switches from one to the other.
+    pin_table_version(tbl, table_version, keep=(old or {}).get("table_version"))
     put_text(layout.snapshot_file(kb, version), json.dumps(payload, indent=2, sort_keys=True))
     collect(layout, kb)
+    pin_table_version(tbl, table_version)
     prune_history(tbl)
     return _from(layout, kb, version, payload)
 
@@ -315,8 +318,9 @@ def move_table(layout: Layout, kb: str, version: str, table_version: int) -> Non
         "published_at": datetime.now(UTC).isoformat(timespec="microseconds"),
     }
     tbl = open_search_table(layout, kb, version)
-    pin_table_version(tbl, table_version)
+    pin_table_version(tbl, table_version, keep=old.get("table_version"))
     put_text(layout.snapshot_file(kb, version), json.dumps(payload, indent=2, sort_keys=True))
+    pin_table_version(tbl, table_version)
     prune_history(tbl)
 
 

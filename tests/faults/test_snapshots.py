@@ -99,6 +99,25 @@ def _kill_hook(home: Path, where: str) -> Path:
     return hooks
 
 
+def _pause_hook(home: Path, seconds: float = 6.0) -> Path:
+    """A ``sitecustomize`` that makes the run wait ``seconds`` just before its snapshot's
+    switch (everything else written, the table's history pruned)."""
+    hooks = home / "hooks-pause"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "sitecustomize.py").write_text(
+        "import time\n"
+        "from corpus_pipeline.store import files\n"
+        "real = files.put_bytes\n"
+        "def put(path, data):\n"
+        "    if path.parent.name == 'snapshots':\n"
+        f"        time.sleep({seconds})\n"
+        "    real(path, data)\n"
+        "files.put_bytes = put\n",
+        encoding="utf-8",
+    )
+    return hooks
+
+
 class _Readers:
     """Searches, lineage and document views in a loop against the server, in a thread; each
     round's answers checked against each other (strictly while ``strict``)."""
@@ -207,24 +226,30 @@ def test_an_update_killed_at_any_write_changes_nothing_a_reader_sees(home: Path,
         start = readers.rounds
         while readers.rounds < start + 1:
             time.sleep(0.2)
+        assert readers.failures == []
+        # The killed run did replace some of the version's partitions (the test can fail) ...
+        replaced = "parent_blocks" if where == "child_chunks" else "child_chunks"
+        assert read_manifest(asset_folder(layout, replaced, "ops", v1)) != snap.manifest(replaced)
+        assert read_manifest(asset_folder(layout, "parsed_blocks", "ops", v1)) != snap.manifest("parsed_blocks")
+        if where == "snapshot":
+            assert int(open_search_table(layout, "ops", v1).version) != published_table_version(layout, "ops", v1)
+        # ... and no reader sees it: the same snapshot, the same answers, each hit traced whole.
+        assert resolve(layout, "ops", v1).id == snap.id
+        assert _answers(kb) == before == _answers(KB("ops", home))
+        for hits in before:
+            for chunk_id, text in hits:
+                assert trace_chunk(layout, chunk_id)["chunk"]["text"] == text
+        # The next run writes again (its table write prunes what no tag keeps) and pauses
+        # before its switch: the readers of the old snapshot read on, never an error.
+        readers.strict = False  # (after the switch the edited documents' old chunks are gone)
+        r = _index(home, _pause_hook(home))
+        assert r.returncode == 0, r.stderr[-3000:]
+        start = readers.rounds
+        while readers.rounds < start + 1:
+            time.sleep(0.2)
     assert readers.failures == []
 
-    # The killed run did replace some of the version's partitions (the test can fail) ...
-    replaced = "parent_blocks" if where == "child_chunks" else "child_chunks"
-    assert read_manifest(asset_folder(layout, replaced, "ops", v1)) != snap.manifest(replaced)
-    assert read_manifest(asset_folder(layout, "parsed_blocks", "ops", v1)) != snap.manifest("parsed_blocks")
-    if where == "snapshot":
-        assert int(open_search_table(layout, "ops", v1).version) != published_table_version(layout, "ops", v1)
-    # ... and no reader sees it: the same snapshot, the same answers, each hit traced whole.
-    assert resolve(layout, "ops", v1).id == snap.id
-    assert _answers(kb) == before == _answers(KB("ops", home))
-    for hits in before:
-        for chunk_id, text in hits:
-            assert trace_chunk(layout, chunk_id)["chunk"]["text"] == text
-
-    # The next run publishes the update, and leaves no file of the killed one behind.
-    r = _index(home)
-    assert r.returncode == 0, r.stderr[-3000:]
+    # The next run published the update, and left no file of the killed one behind.
     after = kb.search("how long are snapshots kept", top_k=3)
     assert "90 days" in after.results[0].text
     assert not any(r.doc_path == "doc1.md" for r in kb.search("nightly replica policy", top_k=5).results)
