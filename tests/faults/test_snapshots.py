@@ -132,9 +132,19 @@ class _Readers:
     def _run(self) -> None:
         with httpx.Client(base_url=self.url, timeout=120) as c:
             while not self._stop.is_set():
-                for q in QUERIES:
-                    self._round(c, q)
+                try:
+                    for q in QUERIES:
+                        self._round(c, q)
+                except httpx.HTTPError as exc:  # (a failure to record, never a dead thread)
+                    self.failures.append(f"request failed: {exc!r}")
                 self.rounds += 1
+
+    def wait(self, rounds: int = 1, timeout: float = 600) -> None:
+        """Until ``rounds`` more rounds were made (bounded: a stuck reader fails the test)."""
+        start, t0 = self.rounds, time.monotonic()
+        while self.rounds < start + rounds:
+            assert self.thread.is_alive() and time.monotonic() - t0 < timeout, "the readers stopped"
+            time.sleep(0.2)
 
     def _round(self, c: httpx.Client, q: str) -> None:
         r = c.post("/search", json={"query": q, "kb": "ops", "top_k": 3})
@@ -219,13 +229,10 @@ def test_an_update_killed_at_any_write_changes_nothing_a_reader_sees(home: Path,
     (home / "kbs" / "ops" / "doc1.md").unlink()
 
     with Served(create_app(home, api_keys=[], rate_per_s=0)) as url, _Readers(url) as readers:
-        while readers.rounds < 1:
-            time.sleep(0.2)
+        readers.wait()
         r = _index(home, _kill_hook(home, where))
         assert r.returncode != 0, r.stderr[-2000:]
-        start = readers.rounds
-        while readers.rounds < start + 1:
-            time.sleep(0.2)
+        readers.wait()
         assert readers.failures == []
         # The killed run did replace some of the version's partitions (the test can fail) ...
         replaced = "parent_blocks" if where == "child_chunks" else "child_chunks"
@@ -244,9 +251,7 @@ def test_an_update_killed_at_any_write_changes_nothing_a_reader_sees(home: Path,
         readers.strict = False  # (after the switch the edited documents' old chunks are gone)
         r = _index(home, _pause_hook(home))
         assert r.returncode == 0, r.stderr[-3000:]
-        start = readers.rounds
-        while readers.rounds < start + 1:
-            time.sleep(0.2)
+        readers.wait()
     assert readers.failures == []
 
     # The next run published the update, and left no file of the killed one behind.
@@ -266,13 +271,10 @@ def test_a_version_retired_while_the_server_reads_it_is_never_an_error(home: Pat
 
     with Served(create_app(home, api_keys=[], rate_per_s=0)) as url, _Readers(url) as readers:
         readers.strict = False  # (the chunks of v1 go with it: a 404 then, never a 5xx)
-        while readers.rounds < 1:
-            time.sleep(0.2)
+        readers.wait()
         r = _index(home)
         assert r.returncode == 0, r.stderr[-3000:]
-        start = readers.rounds
-        while readers.rounds < start + 2:
-            time.sleep(0.2)
+        readers.wait(2)
         v2 = active_version(layout, "ops")
         assert v2 != v1 and known_versions(layout, "ops") == [v2]  # v1 retired
         with httpx.Client(base_url=url, timeout=120) as c:
