@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -194,10 +193,11 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
-def _answers(kb: KB) -> list[list[tuple[str, str]]]:
+def _answers(kb: KB, version: str | None = None) -> list[list[tuple[str, str]]]:
+    """(chunk id, text) of each hit of each of ``QUERIES`` (the active version, or ``version``)."""
     out = []
     for q in QUERIES:
-        result = kb.search(q, top_k=3)
+        result = kb.search(q, top_k=3, version=version)
         out.append([(h.chunk_id, h.text) for r in result.results for h in r.hits])
     return out
 
@@ -367,19 +367,13 @@ def test_a_kb_built_before_snapshots_is_read_as_it_is_and_published_by_its_next_
     # the first publish published the earlier build as it was: v1 stays readable
     snap = resolve(layout, "ops", v1)
     assert not snap.live and snap.has("child_chunks")
-    assert [[c for c, _ in hits] for hits in _answers_of(kb, v1)] == [[c for c, _ in hits] for hits in before]
+    assert [[c for c, _ in hits] for hits in _answers(kb, v1)] == [[c for c, _ in hits] for hits in before]
     assert kb.activate(v1) == v2  # (rollback through the library, as `corpus activate` does)
     assert kb.search(QUERIES[0], top_k=3).strategy_version == v1
     with pytest.raises(ConfigError, match="not a version"):
         kb.activate("p9-c9-00000000")
     with pytest.raises(SnapshotNotFound):
         resolve(layout, "ops", "p9-c9-00000000")
-
-
-def _answers_of(kb: KB, version: str) -> Iterator[list[tuple[str, str]]]:
-    for q in QUERIES:
-        result = kb.search(q, top_k=3, version=version)
-        yield [(h.chunk_id, h.text) for r in result.results for h in r.hits]
 
 
 def test_a_snapshot_file_lists_what_its_readers_read(home: Path) -> None:
