@@ -19,14 +19,17 @@ gathers, from that one snapshot only (no Dagster):
 
 from __future__ import annotations
 
-import json
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow.compute as pc
 
 from corpus_pipeline.errors import StoreError
-from corpus_pipeline.store.layout import KB_DIM, Layout
-from corpus_pipeline.store.snapshots import Snapshot, SnapshotGone, SnapshotNotFound, resolve
+from corpus_pipeline.models import Chunk
+from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.reader import SnapshotReader, published_readers
+from corpus_pipeline.store.snapshots import SnapshotGone
 from corpus_pipeline.store.versions import active_version, version_info
 
 HIGHLIGHT = ("«", "»")  # around the chunk's span in ``excerpt.highlighted``
@@ -34,34 +37,13 @@ _FLAG_KEYS = ("hard_cut", "forced_split", "merged_small", "split_reason", "degra
 _MIN_PREFIX = 8
 
 
-def _json(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {"raw": text}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def _snapshots(layout: Layout) -> list[Snapshot]:
+def _snapshots(layout: Layout) -> list[SnapshotReader]:
     """The published snapshot of every (kb, version) with child chunks."""
-    base = layout.asset_dir("child_chunks")
-    out = []
-    for kb_dir in sorted(base.glob(f"{KB_DIM}=*"), key=lambda p: p.name) if base.is_dir() else ():
-        kb = kb_dir.name.split("=", 1)[1]
-        for v in layout.versions_with_partition("child_chunks", kb):
-            try:
-                snap = resolve(layout, kb, v)
-            except SnapshotNotFound:
-                continue  # (being built, or stopped by its checks: not published)
-            if snap.has("child_chunks"):
-                out.append(snap)
-    return out
+    return [r for kb in layout.list_kbs() for r in published_readers(layout, kb) if r.has("children")]
 
 
-def find_chunk(layout: Layout, chunk_id: str) -> tuple[dict[str, Any], Snapshot]:
-    """The child_chunks row of ``chunk_id`` and the published snapshot it was found in."""
+def find_chunk(layout: Layout, chunk_id: str) -> tuple[Chunk, SnapshotReader]:
+    """The child chunk ``chunk_id`` and the published snapshot it was found in."""
     snaps = _snapshots(layout)
     if not snaps:
         raise StoreError("no published child chunks yet; index a knowledge base first (`corpus index`).")
@@ -70,7 +52,7 @@ def find_chunk(layout: Layout, chunk_id: str) -> tuple[dict[str, Any], Snapshot]
     if not rows and len(chunk_id) >= _MIN_PREFIX:
         rows = _matching(snaps, pc.starts_with(pc.field("chunk_id"), chunk_id))
         if len(rows) > 1:
-            ids = ", ".join(r["chunk_id"] for r, _ in rows[:5])
+            ids = ", ".join(c.chunk_id for c, _ in rows[:5])
             raise StoreError(f"chunk id prefix {chunk_id!r} is ambiguous: {ids}{', …' if len(rows) > 5 else ''}")
     if not rows:
         raise StoreError(
@@ -81,31 +63,29 @@ def find_chunk(layout: Layout, chunk_id: str) -> tuple[dict[str, Any], Snapshot]
     return rows[0]
 
 
-def _matching(snaps: list[Snapshot], expr: pc.Expression, limit: int = 6) -> list[tuple[dict[str, Any], Snapshot]]:
-    out: list[tuple[dict[str, Any], Snapshot]] = []
-    for snap in snaps:
+def _matching(snaps: list[SnapshotReader], expr: pc.Expression, limit: int = 6) -> list[tuple[Chunk, SnapshotReader]]:
+    out: list[tuple[Chunk, SnapshotReader]] = []
+    for read in snaps:
         try:
-            table = snap.read("child_chunks", filters=expr)
+            found = read.chunks_where(expr, limit)
         except SnapshotGone:
             continue  # (a snapshot released meanwhile: the newer one is in the list)
-        if table is None:
-            continue
-        out += [(r, snap) for r in table.slice(0, limit).to_pylist()]
+        out += [(c, read) for c in found]
         if len(out) >= limit:
             break
     return out
 
 
-def _one(snap: Snapshot, asset: str, filters: list[Any], name: str = "data") -> dict[str, Any] | None:
-    table = snap.read(asset, None, filters, name=name)
-    return table.slice(0, 1).to_pylist()[0] if table is not None and table.num_rows else None
-
-
-def _run_of(snap: Snapshot, asset: str) -> dict[str, Any] | None:
-    m = snap.manifest(asset)
+def _run_of(read: SnapshotReader, table: str) -> dict[str, Any] | None:
+    m = read.written(table)
     if not m:
         return None
     return {k: m.get(k) for k in ("run_id", "written_at", "asset", "partition") if m.get(k) is not None}
+
+
+def _record(record: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A record as JSON-ready data, its fields in order (``metadata`` parsed)."""
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in drop}
 
 
 def _plan_for(layout: Layout, kb: str, version: str, doc: dict[str, Any] | None) -> dict[str, Any]:
@@ -127,7 +107,7 @@ def _plan_for(layout: Layout, kb: str, version: str, doc: dict[str, Any] | None)
     }
 
 
-def _fallbacks(level: str, meta: dict[str, Any]) -> list[dict[str, Any]]:
+def _fallbacks(level: str, meta: Mapping[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if any(k.startswith("fallback") for k in meta):
         out.append(
@@ -177,36 +157,34 @@ def trace_chunk(layout: Layout, chunk_id: str, *, context_chars: int = 200) -> d
 
 
 def _trace(layout: Layout, chunk_id: str, context_chars: int) -> dict[str, Any]:
-    row, snap = find_chunk(layout, chunk_id)
-    kb, version = snap.kb, snap.version
-    chunk_meta = _json(row.get("metadata"))
+    found, read = find_chunk(layout, chunk_id)
+    kb, version = read.kb, read.version
+    row = _record(found)
+    chunk_meta = found.metadata
     chunk = {k: v for k, v in row.items() if k != "metadata"}
     chunk["metadata"] = chunk_meta
-    doc_id = row["doc_id"]
-    parent = _one(snap, "parent_blocks", [("parent_id", "=", row["parent_id"])])
-    doc = _one(snap, "documents", [("doc_id", "=", doc_id)])
-    texts = _one(snap, "parsed_blocks", [("doc_id", "=", doc_id)], name="texts")
+    doc_id = found.doc_id
+    parents = read.parents([found.parent_id], docs=[doc_id])
+    parent = _record(parents[0]) if parents else None
+    document_record = read.document(doc_id)
+    doc = _record(document_record) if document_record is not None else None
+    text_record = read.text(doc_id)
     blocks: list[dict[str, Any]] = []
-    if snap.has("parsed_blocks", "blocks"):
-        if row.get("derived") and row.get("block_index") is not None:
-            where: list[Any] = [("doc_id", "=", doc_id), ("block_index", "=", row["block_index"])]
+    if read.has("blocks"):
+        if found.derived and found.block_index is not None:
+            parsed = read.blocks(doc_id, block_index=found.block_index)
         else:
-            where = [
-                ("doc_id", "=", doc_id),
-                ("start_offset", "<", row["end_offset"]),
-                ("end_offset", ">", row["start_offset"]),
-            ]
+            parsed = read.blocks(doc_id, span=(found.start_offset, found.end_offset))
         cols = ["block_index", "block_type", "page_num", "section_path", "level", "start_offset", "end_offset"]
-        table = snap.read("parsed_blocks", [*cols, "image_id", "text"], where, name="blocks")
-        for r in sorted(table.to_pylist() if table is not None else [], key=lambda r: r["block_index"]):
-            r["text_start"] = (r.pop("text") or "")[:160]
-            blocks.append(r)
+        for b in parsed:
+            blocks.append({**{c: getattr(b, c) for c in cols}, "image_id": b.image_id, "text_start": b.text[:160]})
     image = None
-    if row.get("image_id"):
-        image = _one(snap, "image_descriptions", [("image_id", "=", row["image_id"]), ("doc_id", "=", doc_id)])
+    if found.image_id:
+        described = read.descriptions(doc_id, found.image_id)
+        image = _record(described[0]) if described else None
 
     notes: list[str] = []
-    canonical = (texts or {}).get("text")
+    canonical = text_record.text if text_record is not None else None
     document: dict[str, Any] = {"doc_id": doc_id, "path": row.get("doc_path")}
     if doc:
         document.update(
@@ -244,7 +222,7 @@ def _trace(layout: Layout, chunk_id: str, context_chars: int) -> dict[str, Any]:
     fallbacks = _fallbacks("child", chunk_meta)
     parent_out = None
     if parent:
-        pmeta = _json(parent.get("metadata"))
+        pmeta = parent.get("metadata") or {}
         fallbacks += _fallbacks("parent", pmeta)
         parent_out = {k: v for k, v in parent.items() if k not in ("metadata", "kb", "strategy_version")}
         parent_out["metadata"] = pmeta
@@ -262,8 +240,14 @@ def _trace(layout: Layout, chunk_id: str, context_chars: int) -> dict[str, Any]:
         )
 
     runs = {
-        asset: _run_of(snap, asset)
-        for asset in ("child_chunks", "parent_blocks", "chunk_embeddings", "parsed_blocks", "documents")
+        asset: _run_of(read, table)
+        for asset, table in (
+            ("child_chunks", "children"),
+            ("parent_blocks", "parents"),
+            ("chunk_embeddings", "embeddings"),
+            ("parsed_blocks", "blocks"),
+            ("documents", "documents"),
+        )
     }
     if runs["child_chunks"] is None:
         notes.append("the child_chunks partition has no _manifest.json (written before runs were recorded).")

@@ -62,6 +62,7 @@ READERS = [
     "serve/app.py",
     "serve/web.py",
     "retrieval/search.py",
+    "retrieval/lookup.py",
     "retrieval/evaluation.py",
     "quality/stats.py",
     "cli/versions.py",
@@ -81,6 +82,34 @@ def test_readers_read_snapshots_not_the_partitions_current_files():
             if name in _CURRENT_FILES:
                 offenders.append(f"{rel}:{node.lineno} {name}")
     assert offenders == [], "read through store.snapshots.Snapshot instead: " + ", ".join(offenders)
+
+
+#: What a ``Snapshot`` reads by asset name; readers ask ``store.reader.SnapshotReader`` for
+#: typed records (or narrow columns) instead.
+_SNAPSHOT_READS = {"read", "rows", "dataset", "manifest", "has"}
+
+
+def _snapshot_object(node: ast.expr) -> bool:
+    """``snap``, ``snapshot`` or ``<anything>.snapshot``: what holds a Snapshot in the readers."""
+    if isinstance(node, ast.Name):
+        return node.id in ("snap", "snapshot")
+    return isinstance(node, ast.Attribute) and node.attr == "snapshot"
+
+
+def test_readers_read_through_the_typed_reader():
+    """No reader spells an asset name to a snapshot: ``snap.read("parent_blocks", ...)`` and
+    the like live in ``store.reader`` alone."""
+    offenders = []
+    for rel in READERS:
+        for node in ast.walk(ast.parse((LIB / rel).read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _SNAPSHOT_READS
+                and _snapshot_object(node.func.value)
+            ):
+                offenders.append(f"{rel}:{node.lineno} .{node.func.attr}()")
+    assert offenders == [], "read through store.reader.SnapshotReader instead: " + ", ".join(offenders)
 
 
 def test_the_store_is_below_retrieval():

@@ -81,7 +81,8 @@ def funnel(home: Path, kb_name: str, limit: int | None, changes: dict[str, Any])
         by_id = {r["chunk_id"]: r for r in (*vk, *kk)}
         hit["gated"] = any(_relevant([by_id[h.chunk_id] for h in (*vh, *kh)], refs))
         hit["candidates"] = any(_relevant([by_id[f.chunk_id] for f in fused], refs))
-        parents = elevate(searcher.candidates(q.question), searcher.parents, settings)
+        children = searcher.candidates(q.question)
+        parents = elevate(children, searcher.lookup.parents_of(children), settings)
         hit["parents"] = any(_overlaps(p.doc_path, p.start_offset, p.end_offset, refs) for p in parents)
         result = searcher.search(q.question)
         hit["evidence"] = any(_overlaps(r.doc_path, a, b, refs) for r in result.results for a, b in r.returned_spans)
@@ -91,7 +92,8 @@ def funnel(home: Path, kb_name: str, limit: int | None, changes: dict[str, Any])
                 seen.append(r["parent_id"])
             if len(seen) == 5:
                 break
-        plain = [searcher.parents[p] for p in seen if p in searcher.parents]
+        known = searcher.lookup.parents(seen)
+        plain = [known[p] for p in seen if p in known]
         hit["plain-vector"] = any(_overlaps(p.doc_path, p.start_offset, p.end_offset, refs) for p in plain)
         counts.update(k for k, v in hit.items() if v)
     searcher.close()

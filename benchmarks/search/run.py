@@ -141,7 +141,9 @@ def bench_latency(rows: int, n_queries: int, work: Path) -> dict:
     write_s = time.perf_counter() - t0
     pq.write_table(pa.Table.from_pylist(parents), work / "parents.parquet")
     t0 = time.perf_counter()
-    searcher = Searcher(db, "bench", "v", model=MODEL, settings=SearchSettings(), parents_file=work / "parents.parquet")
+    searcher = Searcher(
+        db, "bench", "v", embedding=MODEL, settings=SearchSettings(), parents_file=work / "parents.parquet"
+    )
     open_s = time.perf_counter() - t0
     queries = _queries(n_queries)
     for q in queries[:5]:  # warm-up: model load, index pages

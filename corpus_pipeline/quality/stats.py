@@ -23,11 +23,13 @@ import pyarrow.dataset as pads
 
 from corpus_pipeline.errors import CorpusError, StoreError
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.reader import SnapshotReader
 from corpus_pipeline.store.snapshots import Snapshot, SnapshotNotFound, read_published, resolve
 from corpus_pipeline.store.versions import active_version, version_info
 
 QUANTILES = {"p5": 0.05, "p50": 0.5, "p95": 0.95}
-CHUNK_TABLES = ("child_chunks", "parent_blocks")
+#: What the stats report (by asset name) and the table of the snapshot it comes from.
+CHUNK_TABLES = {"child_chunks": "children", "parent_blocks": "parents"}
 
 #: A table in memory, or a partition's table as a (lazy) pyarrow dataset.
 Source = pa.Table | pads.Dataset
@@ -155,8 +157,9 @@ def versions_with_data(layout: Layout, kb: str) -> list[str]:
             snap = resolve(layout, kb, v)
         except SnapshotNotFound:
             continue
-        if snap.has("child_chunks"):
-            found.append((str(snap.manifest("child_chunks").get("written_at") or ""), v))
+        read = SnapshotReader(snap)
+        if read.has("children"):
+            found.append((str(read.written("children").get("written_at") or ""), v))
     return [v for _, v in sorted(found)]
 
 
@@ -187,7 +190,7 @@ def partition_stats(layout: Layout, kb: str, version: str, *, bins: int = 10) ->
 def _snapshot_stats(
     snap: Snapshot | None, bins: int, layout: Layout | None = None, kb: str = "", version: str = ""
 ) -> dict[str, Any]:
-    if snap is None or not snap.has("child_chunks"):
+    if snap is None or not SnapshotReader(snap).has("children"):
         layout = snap.layout if snap is not None else layout
         kb, version = (snap.kb, snap.version) if snap is not None else (kb, version)
         assert layout is not None
@@ -201,7 +204,8 @@ def _snapshot_stats(
     inputs = info.get("inputs") or {}
     model = inputs.get("embedding_model")
     limit = _token_limit(info)
-    manifest = snap.manifest("child_chunks")
+    read = SnapshotReader(snap)
+    manifest = read.written("children")
     out: dict[str, Any] = {
         "kb": kb,
         "strategy_version": version,
@@ -211,19 +215,19 @@ def _snapshot_stats(
         "written_at": manifest.get("written_at"),
         "run_id": manifest.get("run_id"),
     }
-    for asset in CHUNK_TABLES:
-        if snap.has(asset):
-            source = snap.dataset(asset)
+    for asset, table in CHUNK_TABLES.items():
+        if read.has(table):
+            source = read.dataset(table)
             stats = table_stats(source, token_limit=limit if asset == "child_chunks" else None)
             if asset == "child_chunks" and stats["count"]:
                 stats["histogram"] = histogram(source, "token_count", bins=bins, limit=limit)
             out[asset] = stats
         else:
             out[asset] = {"count": 0, "missing": True}
-    if snap.has("chunk_embeddings"):
+    if read.has("embeddings"):
         con = duckdb.connect()
         try:
-            rel = _relation(con, snap.dataset("chunk_embeddings"))
+            rel = _relation(con, read.dataset("embeddings"))
             n, dim = _row(con, f"select count(*), max(len(vector)) from {rel}")
             out["chunk_embeddings"] = {"count": int(n), "dimension": int(dim) if dim is not None else None}
         finally:

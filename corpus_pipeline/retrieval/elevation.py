@@ -38,6 +38,8 @@ class ChildHit:
     chunk_type: str = "TEXT"
     #: how well it matches, 0 to 1, from its channels' own scores (``retrieval.relevance``)
     relevance: float = 0.0
+    #: its document's id ("" when unknown: its parent is then looked for in every file)
+    doc_id: str = ""
 
     def preview(self, chars: int) -> str:
         return self.text[:chars]

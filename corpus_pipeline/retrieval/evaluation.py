@@ -43,6 +43,7 @@ from corpus_pipeline.retrieval.search import Searcher, SearchResult
 from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.store.files import put_text
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.reader import SnapshotReader
 from corpus_pipeline.store.snapshots import Snapshot, resolve
 
 if TYPE_CHECKING:
@@ -192,12 +193,12 @@ def load_canonical_texts(layout: Layout, kb: str, version: str | None = None) ->
 
 def canonical_texts(snapshot: Snapshot) -> dict[str, str]:
     """Each parsed document's canonical text by its path, as ``snapshot`` holds it."""
-    table = snapshot.read("parsed_blocks", ["path", "text"], name="texts")
-    if table is None:
+    texts = SnapshotReader(snapshot).texts_by_path()
+    if texts is None:
         raise StoreError(
             f"no parsed texts for kb={snapshot.kb!r} at {snapshot.version!r}; run `corpus index --kb {snapshot.kb}`."
         )
-    return {r["path"]: r["text"] or "" for r in table.to_pylist()}
+    return texts
 
 
 def anchor_references(questions: Sequence[Question], texts: Mapping[str, str]) -> tuple[list[Question], list[str]]:

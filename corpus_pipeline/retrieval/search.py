@@ -10,15 +10,15 @@
     budgets: ``retrieval.evidence``) -> SearchResult
 
 Parent blocks come from the version's ``parent_blocks`` Parquet partition, image texts from
-its ``child_chunks`` (the IMAGE / TABLE_IMAGE chunks); a child whose parent is missing is
-returned as its own evidence. ``Searcher.open`` builds everything from the KB's
+its ``child_chunks`` (the IMAGE / TABLE_IMAGE chunks), both read as a search needs them
+(``retrieval.lookup``: the hits' documents only, a bounded cache); a child whose parent is
+missing is returned as its own evidence. ``Searcher.open`` builds everything from the KB's
 configuration (the version's embedding model, ``search:``, ``rerank:``, ``llm:``) once, for
 many queries (``corpus eval``, ``corpus serve``); ``search_kb`` is one query.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,11 +30,10 @@ from upath import UPath
 
 from corpus_pipeline.embedding import Embedder, EmbeddingConfig, embedding_config, open_embedder
 from corpus_pipeline.embedding.tokens import token_counter_for
-from corpus_pipeline.errors import ModelError, StoreError
+from corpus_pipeline.errors import ModelError
 from corpus_pipeline.keywords import keyword_text
-from corpus_pipeline.models import IMAGE_CHUNK_TYPES
-from corpus_pipeline.retrieval.elevation import ChildHit, Parent, ParentResult, elevate
-from corpus_pipeline.retrieval.evidence import ImageText, apply_budgets, fit
+from corpus_pipeline.retrieval.elevation import ChildHit, ParentResult, elevate
+from corpus_pipeline.retrieval.evidence import apply_budgets, fit
 from corpus_pipeline.retrieval.filters import SearchFilters, format_of_path
 from corpus_pipeline.retrieval.fusion import (
     KEYWORD,
@@ -45,6 +44,7 @@ from corpus_pipeline.retrieval.fusion import (
     gate_vector,
     rrf_fuse,
 )
+from corpus_pipeline.retrieval.lookup import Lookup
 from corpus_pipeline.retrieval.passages import parents_where, with_passages
 from corpus_pipeline.retrieval.relevance import relevance
 from corpus_pipeline.retrieval.rerank import Reranker, RerankOutcome, rerank_order
@@ -52,7 +52,7 @@ from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.retrieval.subquestions import SubQuestions, split_question
 from corpus_pipeline.store.lance import KEYWORD_COLUMN, has_vector_index, vector_mean
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.parquet import read_columns
+from corpus_pipeline.store.reader import SnapshotReader
 from corpus_pipeline.store.snapshots import Snapshot, resolve
 
 if TYPE_CHECKING:
@@ -68,86 +68,8 @@ _CHILD_COLUMNS = [
     "start_offset",
     "end_offset",
     "chunk_type",
+    "doc_id",
 ]
-_PARENT_COLUMNS = ["parent_id", "text", "doc_path", "section_path", "start_offset", "end_offset", "overlap_chars"]
-
-
-def load_parents(source: Snapshot | UPath | Path | None) -> dict[str, Parent]:
-    """Every parent block of a snapshot (or of one Parquet file) by id ({} when it has none)."""
-    if source is None:
-        return {}
-    try:
-        if isinstance(source, Snapshot):
-            table = source.read("parent_blocks", _PARENT_COLUMNS)
-        else:
-            table = read_columns(source, _PARENT_COLUMNS)
-    except StoreError:
-        raise
-    except Exception as exc:  # a partial or foreign file: say which
-        raise StoreError(f"cannot read parent blocks of {_name(source)}: {exc}") from exc
-    if table is None:
-        return {}
-    out = {}
-    for r in table.to_pylist():
-        out[r["parent_id"]] = Parent(
-            r["parent_id"],
-            r["text"] or "",
-            r["doc_path"] or "",
-            r["section_path"] or "",
-            int(r["start_offset"]),
-            int(r["end_offset"]),
-            int(r["overlap_chars"] or 0),
-        )
-    return out
-
-
-def _name(source: Snapshot | UPath | Path) -> str:
-    return f"{source.kb}@{source.version}" if isinstance(source, Snapshot) else str(source)
-
-
-def load_images(source: Snapshot | UPath | Path | None) -> dict[str, list[ImageText]]:
-    """The text of every image of a snapshot's child chunks (its IMAGE / TABLE_IMAGE chunks,
-    joined when a long image text was cut into several), by document path."""
-    if source is None:
-        return {}
-    columns = [
-        "doc_path",
-        "chunk_index",
-        "chunk_type",
-        "text",
-        "start_offset",
-        "end_offset",
-        "overlap_chars",
-        "metadata",
-    ]
-    where = [("chunk_type", "in", sorted(IMAGE_CHUNK_TYPES))]
-    try:
-        if isinstance(source, Snapshot):
-            table = source.read("child_chunks", columns, where)
-        else:
-            table = read_columns(source, columns, where)
-    except StoreError:
-        raise
-    except Exception as exc:
-        raise StoreError(f"cannot read child chunks of {_name(source)}: {exc}") from exc
-    if table is None:
-        return {}
-    joined: dict[tuple[str, str], list[Any]] = {}
-    for r in sorted(table.to_pylist(), key=lambda r: (r["doc_path"], r["chunk_index"])):
-        try:
-            image_id = str(json.loads(r["metadata"] or "{}").get("image_id") or "")
-        except ValueError:
-            image_id = ""
-        key = (r["doc_path"], image_id or f"{r['start_offset']}:{r['end_offset']}")
-        text = r["text"] or ""
-        if key in joined:
-            joined[key][2] += text[int(r["overlap_chars"] or 0) :]
-        else:
-            joined[key] = [int(r["start_offset"]), int(r["end_offset"]), text]
-    out: dict[str, list[ImageText]] = {}
-    for (doc, _), (start, end, text) in joined.items():
-        out.setdefault(doc, []).append(ImageText(start, end, text))
-    return out
 
 
 def found_by(h: ChildHit) -> dict[str, dict[str, float | int]]:
@@ -301,8 +223,8 @@ class Searcher:
         self._embedder = embedder
         self.reranker = reranker
         self.llm = llm
-        self.parents = load_parents(parents_file if parents_file is not None else self.snapshot)
-        self.images = load_images(self.snapshot)
+        #: parents and image texts, read as searches need them (``retrieval.lookup``)
+        self.lookup = Lookup(self.snapshot if parents_file is None else None, parents_file)
 
     @classmethod
     def open(
@@ -376,13 +298,8 @@ class Searcher:
         their extension gives: what ``SearchFilters.where`` needs for ``format`` (read once;
         {} when the KB's documents partition is missing)."""
         if self._format_exceptions is None:
+            table = SnapshotReader(self.snapshot).column("documents", ["path", "format"])
             odd: dict[str, str] = {}
-            try:
-                table = self.snapshot.read("documents", ["path", "format"])
-            except StoreError:
-                raise
-            except Exception as exc:
-                raise StoreError(f"cannot read the documents of {_name(self.snapshot)}: {exc}") from exc
             if table is not None:
                 rows = table.to_pylist()
                 odd = {r["path"]: r["format"] for r in rows if r["format"] and r["format"] != format_of_path(r["path"])}
@@ -503,6 +420,7 @@ class Searcher:
                     int(r["end_offset"]),
                     r.get("chunk_type") or "TEXT",
                     rel,
+                    r.get("doc_id") or "",
                 )
             )
         if _out is not None:
@@ -517,7 +435,8 @@ class Searcher:
         if self.reranker is None or len(parents) < 2:
             return parents
         limit = getattr(getattr(self.reranker, "config", None), "max_chars", 2000)
-        docs = [fit(p, self.images.get(p.doc_path, ()), limit, self.settings).text for p in parents]
+        images = self.lookup.images_of(parents)
+        docs = [fit(p, images.get(p.doc_path, ()), limit, self.settings).text for p in parents]
         order, scores, outcome = rerank_order(self.reranker, question, docs)
         out.rerank.append(outcome)
         if scores is None:
@@ -547,7 +466,7 @@ class Searcher:
         children = self.candidates(question, filters=filters, _out=out, _vector=vec)
         out.candidates.extend(c for c in children if c.chunk_id not in {x.chunk_id for x in out.candidates})
         pool = max(top_k, s.rerank_candidates) if self.reranker is not None else top_k
-        elevated = elevate(children, self.parents, s.with_(final_top_k=pool))
+        elevated = elevate(children, self.lookup.parents_of(children), s.with_(final_top_k=pool))
         t = time.perf_counter()
         ranked = self._rerank(question, elevated, out)[:top_k]
         out.timings_ms["rerank"] = out.timings_ms.get("rerank", 0.0) + (time.perf_counter() - t) * 1e3
@@ -578,12 +497,12 @@ class Searcher:
                 if rank < len(ranked) and ranked[rank].parent_id not in seen:
                     seen.add(ranked[rank].parent_id)  # the seed's prompt key: "PARENT:" + parent_id
                     merged.append(ranked[rank])
-        if result.candidates and not self.parents:
+        if result.candidates and not self.lookup.has_parents():
             result.warnings.append(
                 f"no parent blocks in {self.kb}@{self.version}: children are returned as their own evidence"
             )
         s = self.settings if top_k is None else self.settings.with_(final_top_k=top_k)
-        evidence = apply_budgets(merged, s, self.images)
+        evidence = apply_budgets(merged, s, self.lookup.images_of(merged))
         result.results = list(evidence.results)
         result.evidence_chars = evidence.chars
         result.dropped_by_budget = list(evidence.dropped_by_budget)
@@ -636,7 +555,5 @@ __all__ = [
     "SearchResult",
     "Searcher",
     "found_by",
-    "load_images",
-    "load_parents",
     "search_kb",
 ]

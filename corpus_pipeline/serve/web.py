@@ -29,7 +29,6 @@ import itertools
 import json
 import re
 import statistics
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,11 +43,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from upath import UPath
 
 from corpus_pipeline.errors import ConfigError, CorpusError, StoreError
-from corpus_pipeline.models import IMAGE_CHUNK_TYPES
+from corpus_pipeline.models import IMAGE_CHUNK_TYPES, ParentBlock
+from corpus_pipeline.retrieval.search import SearchResult
 from corpus_pipeline.secrets import mask
 from corpus_pipeline.serve.errors import error_body, public_message, roots_of
 from corpus_pipeline.store.files import local_path
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.reader import SnapshotReader
 from corpus_pipeline.store.snapshots import Snapshot, SnapshotNotFound, read_published, resolve
 from corpus_pipeline.store.versions import active_version, known_versions, version_embedding, version_info
 
@@ -77,18 +78,6 @@ class WebError(Exception):
 
 
 # ---------------------------------------------------------------------------------------------- reading
-
-
-def _rows(
-    snap: Snapshot, asset: str, doc_id: str | None = None, columns: list[str] | None = None, name: str = "data"
-) -> list[dict[str, Any]]:
-    """Rows of table ``name`` of ``asset`` in the snapshot (of one document); [] when absent."""
-    try:
-        return snap.rows(asset, columns, [("doc_id", "=", doc_id)] if doc_id else None, name=name)
-    except StoreError:
-        raise
-    except Exception as exc:  # a partial or foreign file: say which, without its path
-        raise StoreError(f"cannot read {asset} ({name}) of {snap.kb}@{snap.version}: {exc}") from exc
 
 
 def _meta(value: Any) -> dict[str, Any]:
@@ -162,17 +151,13 @@ def documents(layout: Layout, kb: str, version: str) -> list[dict[str, Any]]:
 
 
 def _documents(snap: Snapshot) -> list[dict[str, Any]]:
-    texts = _rows(
-        snap,
-        "parsed_blocks",
-        columns=["doc_id", "path", "format", "status", "error", "block_count", "image_count"],
-        name="texts",
-    )
-    parents = Counter(r["doc_id"] for r in _rows(snap, "parent_blocks", columns=["doc_id"]))
-    children = Counter(r["doc_id"] for r in _rows(snap, "child_chunks", columns=["doc_id"]))
+    read = SnapshotReader(snap)
+    columns = ["doc_id", "path", "format", "status", "error", "block_count", "image_count"]
+    texts = read.column("texts", columns)
+    parents, children = read.count_by_document("parents"), read.count_by_document("children")
     return [
         {**t, "parents": parents.get(t["doc_id"], 0), "children": children.get(t["doc_id"], 0)}
-        for t in sorted(texts, key=lambda t: t["path"])
+        for t in sorted(texts.to_pylist() if texts is not None else [], key=lambda t: t["path"])
     ]
 
 
@@ -214,17 +199,34 @@ def image_file(layout: Layout, rel: str) -> UPath | Path:
     return path
 
 
-def _version_text(canonical: str, same: bool, parents: Sequence[dict[str, Any]]) -> str:
+def _version_text(canonical: str, same: bool, parents: Sequence[ParentBlock]) -> str:
     """The text a version's offsets index: the canonical text, or (when the document changed
     since the version was built) the text put back together from its parents."""
     if same or not parents:
         return canonical
-    size = max(int(p["end_offset"]) for p in parents)
+    size = max(p.end_offset for p in parents)
     chars = [" "] * size
     for p in parents:
-        if not p["derived"]:
-            chars[int(p["start_offset"]) : int(p["end_offset"])] = list(p["text"])
+        if not p.derived:
+            chars[p.start_offset : p.end_offset] = list(p.text)
     return "".join(chars)
+
+
+#: The fields of a child chunk and of a parent block the document view shows.
+_CHILD_VIEW = (
+    "chunk_id", "chunk_index", "chunk_type", "text", "start_offset", "end_offset", "overlap_chars", "char_count",
+    "token_count", "section_path", "page_num", "strategy", "derived",
+)  # fmt: skip
+_PARENT_VIEW = (
+    "parent_id", "parent_index", "start_offset", "end_offset", "overlap_chars", "char_count", "token_count",
+    "section_path", "page_num", "strategy", "derived",
+)  # fmt: skip
+_IMAGE_STORED = ("mime_type", "width", "height", "source_ref")
+_IMAGE_DESCRIBED = ("degraded", "degrade_reason", "skip_reason", "description", "ocr_text", "error", "model")
+
+
+def _fields(record: Any, names: Sequence[str]) -> dict[str, Any]:
+    return {n: getattr(record, n) for n in names}
 
 
 def document_view(layout: Layout, kb: str, version: str, doc_id: str) -> dict[str, Any]:
@@ -237,87 +239,50 @@ def document_view(layout: Layout, kb: str, version: str, doc_id: str) -> dict[st
 
 def _document_view(snap: Snapshot, doc_id: str) -> dict[str, Any]:
     layout, kb, version = snap.layout, snap.kb, snap.version
-    texts = _rows(snap, "parsed_blocks", doc_id, name="texts")
-    parents = sorted(_rows(snap, "parent_blocks", doc_id), key=lambda p: (p["start_offset"], p["parent_index"]))
-    children = sorted(_rows(snap, "child_chunks", doc_id), key=lambda c: c["chunk_index"])
-    if not texts and not parents:
+    read = SnapshotReader(snap)
+    t = read.text(doc_id)
+    parents = read.parents(doc_id=doc_id)
+    children = read.children(doc_id)
+    if t is None and not parents:
         raise WebError(404, "document_not_found", f"no document {doc_id!r} in {kb!r}")
-    t = texts[0] if texts else {}
-    same = not parents or t.get("content_hash") == parents[0]["content_hash"]
-    text = _version_text(t.get("text") or "", same, parents)
+    same = not parents or (t is not None and t.content_hash == parents[0].content_hash)
+    text = _version_text(t.text if t is not None else "", same, parents)
     limits = model_limits(layout, kb, version)
     limit = limits["max_tokens"]
 
-    stored = {r["image_id"]: r for r in _rows(snap, "parsed_blocks", doc_id, name="images")}
-    described = {r["image_id"]: r for r in _rows(snap, "image_descriptions", doc_id)}
+    stored = {r.image_id: r for r in read.stored_images(doc_id)}
+    described = {r.image_id: r for r in read.descriptions(doc_id)}
     images: dict[str, dict[str, Any]] = {}
     for image_id in list(stored) + [i for i in described if i not in stored]:
-        s, d = stored.get(image_id, {}), described.get(image_id, {})
+        si, d = stored.get(image_id), described.get(image_id)
         images[image_id] = {
             "image_id": image_id,
-            "url": image_url(layout, s.get("path") or ""),
-            "mime_type": s.get("mime_type"),
-            "width": s.get("width"),
-            "height": s.get("height"),
-            "source_ref": s.get("source_ref"),
-            "block_index": s.get("block_index", d.get("block_index")),
-            "status": d.get("status") or "NOT_DESCRIBED",
-            "degraded": bool(d.get("degraded")),
-            "degrade_reason": d.get("degrade_reason"),
-            "skip_reason": d.get("skip_reason"),
-            "description": d.get("description") or "",
-            "ocr_text": d.get("ocr_text") or "",
-            "error": d.get("error"),
-            "model": d.get("model") or "",
+            "url": image_url(layout, si.path if si is not None else ""),
+            **{k: getattr(si, k) if si is not None else None for k in _IMAGE_STORED},
+            "block_index": si.block_index if si is not None else d.block_index if d is not None else None,
+            "status": (d.status if d is not None else "") or "NOT_DESCRIBED",
+            **(_fields(d, _IMAGE_DESCRIBED) if d is not None else dict.fromkeys(_IMAGE_DESCRIBED)),
             "chunk_ids": [],
         }
+        images[image_id]["degraded"] = bool(images[image_id]["degraded"])
+        for k in ("description", "ocr_text", "model"):
+            images[image_id][k] = images[image_id][k] or ""
 
     by_parent: dict[str, list[dict[str, Any]]] = {}
     for c in children:
-        meta = _meta(c["metadata"])
-        image_id = c.get("image_id") or meta.get("image_id")
-        if image_id and image_id in images:
-            images[image_id]["chunk_ids"].append(c["chunk_id"])
-        tokens = int(c["token_count"])
-        by_parent.setdefault(c["parent_id"], []).append(
+        meta = _meta(c.metadata)
+        chunk_image = c.image_id or str(meta.get("image_id") or "") or None
+        if chunk_image and chunk_image in images:
+            images[chunk_image]["chunk_ids"].append(c.chunk_id)
+        by_parent.setdefault(c.parent_id, []).append(
             {
-                "chunk_id": c["chunk_id"],
-                "chunk_index": c["chunk_index"],
-                "chunk_type": c["chunk_type"],
-                "text": c["text"],
-                "start_offset": int(c["start_offset"]),
-                "end_offset": int(c["end_offset"]),
-                "overlap_chars": int(c["overlap_chars"] or 0),
-                "char_count": int(c["char_count"]),
-                "token_count": tokens,
-                "over_limit": limit is not None and tokens > limit,
-                "section_path": c["section_path"] or "",
-                "page_num": c["page_num"],
-                "strategy": c["strategy"],
-                "derived": bool(c["derived"]),
-                "image_id": image_id,
+                **_fields(c, _CHILD_VIEW),
+                "over_limit": limit is not None and c.token_count > limit,
+                "image_id": chunk_image,
                 "flags": {k: meta[k] for k in _FLAG_KEYS if k in meta},
             }
         )
-    out_parents = []
-    for p in parents:
-        kids = by_parent.pop(p["parent_id"], [])
-        out_parents.append(
-            {
-                "parent_id": p["parent_id"],
-                "parent_index": p["parent_index"],
-                "start_offset": int(p["start_offset"]),
-                "end_offset": int(p["end_offset"]),
-                "overlap_chars": int(p["overlap_chars"] or 0),
-                "char_count": int(p["char_count"]),
-                "token_count": int(p["token_count"]),
-                "section_path": p["section_path"] or "",
-                "page_num": p["page_num"],
-                "strategy": p["strategy"],
-                "derived": bool(p["derived"]),
-                "children": kids,
-            }
-        )
+    out_parents = [{**_fields(p, _PARENT_VIEW), "children": by_parent.pop(p.parent_id, [])} for p in parents]
     orphans = [c for kids in by_parent.values() for c in kids]  # children whose parent is not in the table
     child_tokens = [c["token_count"] for p in out_parents for c in p["children"]] + [c["token_count"] for c in orphans]
     plan = ((version_info(layout, kb, version).get("inputs") or {}).get("plan") or {}).get("snapshot")
@@ -328,10 +293,10 @@ def _document_view(snap: Snapshot, doc_id: str) -> dict[str, Any]:
         "plan": plan,
         "document": {
             "doc_id": doc_id,
-            "path": t.get("path") or (parents[0]["doc_path"] if parents else ""),
-            "format": t.get("format"),
-            "status": t.get("status"),
-            "error": t.get("error"),
+            "path": (t.path if t is not None else "") or (parents[0].doc_path if parents else ""),
+            "format": t.format if t is not None else None,
+            "status": t.status if t is not None else None,
+            "error": t.error if t is not None else None,
             "chars": len(text),
             "changed_since_version": not same,
         },
@@ -468,7 +433,7 @@ def gaps(view: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def paint_result(result: dict[str, Any], parent: dict[str, Any] | None) -> Markup:
+def paint_result(result: dict[str, Any], parent: ParentBlock | None) -> Markup:
     """A search result's parent text with its matched children highlighted."""
     hits = [h for h in result.get("hits") or [] if h.get("chunk_type") not in IMAGE_CHUNK_TYPES]
     spans = [
@@ -481,12 +446,8 @@ def paint_result(result: dict[str, Any], parent: dict[str, Any] | None) -> Marku
         )
         for n, h in enumerate(hits)
     ]
-    if (
-        parent is not None
-        and not parent["derived"]
-        and len(parent["text"]) == parent["end_offset"] - parent["start_offset"]
-    ):
-        base, text = int(parent["start_offset"]), str(parent["text"])
+    if parent is not None and not parent.derived and len(parent.text) == parent.end_offset - parent.start_offset:
+        base, text = parent.start_offset, parent.text
     else:  # no stored parent (a child returned as its own evidence): the result's text, if it is a span
         base, text = int(result.get("start_offset") or 0), str(result.get("text") or "")
         if len(text) != int(result.get("end_offset") or 0) - base:
@@ -684,9 +645,12 @@ def fragment_search(
     except StoreError as exc:
         raise WebError(409, "not_indexed", mask(str(exc))[:1000]) from None
     snap = result.snapshot if result.snapshot is not None else resolve(layout, kb, v)  # (what the search read)
-    ids = [r["parent_id"] for r in data["results"]]
-    parents = {p["parent_id"]: p for p in (snap.rows("parent_blocks", None, [("parent_id", "in", ids)]) if ids else [])}
-    doc_ids = {p["parent_id"]: p["doc_id"] for p in parents.values()}
+    docs = {h.doc_id for r in result.results for h in r.hits}
+    parents = {
+        p.parent_id: p
+        for p in SnapshotReader(snap).parents([r.parent_id for r in result.results], docs=None if "" in docs else docs)
+    }
+    doc_ids = {pid: p.doc_id for pid, p in parents.items()}
     return render(
         "_search.html",
         data=data,
@@ -695,26 +659,26 @@ def fragment_search(
         kb=kb,
         version=v,
         model=model_limits(layout, kb, v),
-        hit_images=_hit_images(snap, data),
+        hit_images=_hit_images(snap, result),
     )
 
 
-def _hit_images(snap: Snapshot, data: dict[str, Any]) -> dict[str, str]:
+def _hit_images(snap: Snapshot, result: SearchResult) -> dict[str, str]:
     """The page URL of the image of each image hit, by chunk id."""
-    ids = [
-        h["chunk_id"] for r in data["results"] for h in r.get("hits") or [] if h.get("chunk_type") in IMAGE_CHUNK_TYPES
-    ]
-    if not ids:
+    hits = [h for r in result.results for h in r.hits if h.chunk_type in IMAGE_CHUNK_TYPES]
+    if not hits:
         return {}
-    rows = snap.rows("child_chunks", ["chunk_id", "image_id"], [("chunk_id", "in", ids)])
-    stored = {
-        r["image_id"]: r["path"] for r in _rows(snap, "parsed_blocks", columns=["image_id", "path"], name="images")
-    }
+    ids = [h.chunk_id for h in hits]
+    read = SnapshotReader(snap)
+    docs = {h.doc_id for h in hits}
+    chunks = read.children(ids=ids, docs=None if "" in docs else docs)
+    image_ids = {c.image_id for c in chunks if c.image_id}
+    stored = {im.image_id: im.path for im in read.stored_images(image_ids=image_ids)} if image_ids else {}
     out = {}
-    for r in rows:
-        url = image_url(snap.layout, stored.get(r["image_id"]) or "")
+    for c in chunks:
+        url = image_url(snap.layout, stored.get(c.image_id or "") or "")
         if url:
-            out[r["chunk_id"]] = url
+            out[c.chunk_id] = url
     return out
 
 

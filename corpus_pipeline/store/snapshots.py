@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -133,9 +133,13 @@ class Snapshot:
         files = self._listing(asset)[0]
         return bool(files) and (name is None or name in files)
 
-    def dataset(self, asset: str, name: str = DEFAULT_NAME) -> pads.Dataset:
-        """Table ``name`` of ``asset`` as a lazy pyarrow dataset (``StoreError`` when absent)."""
+    def dataset(self, asset: str, name: str = DEFAULT_NAME, docs: Collection[str] | None = None) -> pads.Dataset:
+        """Table ``name`` of ``asset`` as a lazy pyarrow dataset (``StoreError`` when absent);
+        with ``docs`` (document ids), only the files that hold rows of those documents, as the
+        manifest lists them (every file of a table it does not list them for)."""
         files, manifest = self._listing(asset)
+        if docs is not None and name in files:
+            files = {**files, name: _files_holding(files[name], manifest, name, docs)}
         return listed_dataset(self.folder(asset), name, files, manifest)
 
     def read(
@@ -144,10 +148,13 @@ class Snapshot:
         columns: list[str] | None = None,
         filters: list[Any] | pc.Expression | None = None,
         name: str = DEFAULT_NAME,
+        docs: Collection[str] | None = None,
     ) -> pa.Table | None:
         """``columns`` of the rows matching ``filters`` (an expression, or pyarrow's list
         form, e.g. ``[("doc_id", "=", d)]``) of table ``name`` of ``asset``; None when it is
-        absent. ``SnapshotGone`` when a file of the snapshot was released meanwhile."""
+        absent. ``docs``: the rows are known to belong to these documents (their ids): only
+        the files holding them are opened (``filters`` still decide the rows). ``SnapshotGone``
+        when a file of the snapshot was released meanwhile."""
         try:
             if not self.has(asset, name):
                 return None
@@ -155,7 +162,12 @@ class Snapshot:
                 expr = pq.filters_to_expression(filters) if filters else None
             else:
                 expr = filters
-            return self.dataset(asset, name).to_table(columns=columns, filter=expr)
+            if docs is not None:
+                files, manifest = self._listing(asset)
+                if not _files_holding(files[name], manifest, name, docs):  # (no file holds those documents)
+                    schema = self.dataset(asset, name).schema  # (one file's footer)
+                    return (schema if columns is None else pa.schema([schema.field(c) for c in columns])).empty_table()
+            return self.dataset(asset, name, docs).to_table(columns=columns, filter=expr)
         except OSError as exc:  # (pyarrow's IO errors are OSErrors)
             raise SnapshotGone(f"{asset} of {self.kb}@{self.version}: this snapshot was released") from exc
 
@@ -183,6 +195,16 @@ class Snapshot:
                     f"the search table of {self.kb}@{self.version} no longer has version {self.table_version}"
                 ) from exc
         return tbl
+
+
+def _files_holding(files: list[UPath], manifest: Mapping[str, Any], name: str, docs: Collection[str]) -> list[UPath]:
+    """Those of ``files`` (table ``name``'s) that the manifest says hold rows of ``docs``;
+    a file it lists no documents for is kept (it may hold any)."""
+    listed = (manifest.get("docs") or {}).get(name)
+    if not isinstance(listed, dict):
+        return files
+    wanted = set(docs)
+    return [f for f in files if not isinstance(listed.get(f.name), list) or wanted.intersection(listed[f.name])]
 
 
 def _live_stamp(layout: Layout, kb: str, version: str) -> str:
