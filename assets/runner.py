@@ -6,20 +6,15 @@ changed, the per-version job when the version was never built or was built from 
 parse. Every run is recorded on the instance and shows in the UI like any other.
 """
 
-import contextlib
 import os
-import signal
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
 from dagster import (
-    DagsterEventType,
     DagsterInstance,
     Definitions,
     JobDefinition,
@@ -29,7 +24,10 @@ from upath import UPath
 
 from assets import health
 from assets.definitions import build_definitions
+from assets.interrupts import in_worker_thread
 from assets.partitions import kb_version_key, split_key
+from assets.run_errors import first_error
+from assets.watch import RunWatcher
 from corpus_pipeline import freshness, indexing, progress
 from corpus_pipeline.indexing.publish import activate_if_current
 from corpus_pipeline.indexing.stats import ChunkStats, DiscoverStats, EmbedStats, ParseStats, read_checks, read_stats
@@ -87,95 +85,6 @@ def register_partitions(instance: DagsterInstance, kb: str, version: str) -> Non
         instance.add_dynamic_partitions("strategy_version", [version])
 
 
-class _RunWatcher:
-    """Reads one run's new event-log entries while it runs (from the main thread, beside the
-    run's own) and tells the reporter: steps started and finished, checks failed, and the
-    stages' progress lines (``corpus_pipeline.progress``). Reading is incremental (a cursor
-    on the storage id), and best effort: an error is counted, three in a row stop the
-    reading, and the run is never touched. At the end, the run's own events fill in what
-    was not seen, so every step's line is printed once, live or not.
-
-    SQLite: the event-log storage serializes its connections with one lock per instance
-    (``SqliteEventLogStorage._db_lock``), so a read waits for a write of the run's thread
-    and the other way round; both use the same instance object."""
-
-    def __init__(self, instance: DagsterInstance, run_id: str, partition: str, reporter: progress.Reporter) -> None:
-        self.instance, self.run_id, self.partition, self.reporter = instance, run_id, partition, reporter
-        self.cursor: str | None = None
-        self.seen: set[tuple[str, ...]] = set()
-        self.errors = 0
-        self.reads = 0
-        self.retried: dict[str, str] = {}  # step -> the error its last retried attempt ended with
-
-    def poll(self) -> None:
-        if self.errors >= 3 or not self.run_id:
-            return
-        try:
-            while True:
-                conn = self.instance.get_records_for_run(self.run_id, cursor=self.cursor, limit=200)
-                self.reads += 1
-                for rec in conn.records:
-                    self._entry(rec.event_log_entry)
-                self.cursor = conn.cursor
-                if not conn.has_more:
-                    break
-            self.errors = 0
-        except Exception:  # noqa: BLE001 - a progress line is not worth failing a run for
-            self.errors += 1
-
-    def finish(self, result: Any) -> None:
-        """The last entries, then whatever the reading missed, from the run's own events."""
-        self.poll()
-        for ev in result.all_events if result is not None else []:
-            self._event(ev)
-
-    def _entry(self, entry: Any) -> None:
-        if entry.dagster_event is not None:
-            self._event(entry.dagster_event)
-            return
-        update = progress.ProgressUpdate.from_message(entry.user_message)
-        if update is not None and entry.step_key:
-            self.reporter.step_progress(progress.step_label(entry.step_key), self.partition, update)
-
-    def _event(self, ev: Any) -> None:
-        data: Any = ev.event_specific_data  # (its type depends on the event's)
-        kind = ev.event_type
-        step = progress.step_label(str(ev.step_key or ""))
-        key: tuple[str, ...] = (kind.value, step)
-        if kind == DagsterEventType.ASSET_CHECK_EVALUATION:
-            if data.passed:
-                return
-            key = (kind.value, data.asset_key.to_user_string(), data.check_name)
-        elif kind == DagsterEventType.STEP_UP_FOR_RETRY:
-            if data.error:
-                self.retried[step] = _cause(data.error)
-            return
-        elif kind not in _STEP_EVENTS:
-            return
-        if key in self.seen:
-            return
-        self.seen.add(key)
-        r, part = self.reporter, self.partition
-        if kind == DagsterEventType.STEP_START:
-            r.step_started(step, part)
-        elif kind == DagsterEventType.STEP_SUCCESS:
-            r.step_finished(step, part, "ok", data.duration_ms / 1000)
-        elif kind == DagsterEventType.STEP_FAILURE:
-            r.step_finished(step, part, "failed", None, _failure(data.error, self.retried.get(step)))
-        elif kind == DagsterEventType.STEP_SKIPPED:
-            r.step_finished(step, part, "skipped", None)
-        else:
-            r.check_failed(data.check_name, data.asset_key.to_user_string(), part, data.severity.value)
-
-
-_STEP_EVENTS = {
-    DagsterEventType.STEP_START,
-    DagsterEventType.STEP_SUCCESS,
-    DagsterEventType.STEP_FAILURE,
-    DagsterEventType.STEP_SKIPPED,
-}
-
-
 def _written_by(folder: UPath, run_id: str | None) -> bool:
     return run_id is None or read_manifest(folder).get("run_id") == run_id
 
@@ -224,14 +133,6 @@ def _fill_version(summary: KBIndexSummary, layout: Layout, kb: str, version: str
                     {"asset": asset, "partition": key, "check": c.get("name"), "severity": c.get("severity"),
                      "message": c.get("message")}
                 )  # fmt: skip
-
-
-class Interrupted(Exception):
-    """``corpus index`` got SIGINT or SIGTERM: its run was marked failed and its slots freed."""
-
-    def __init__(self, signo: int, message: str) -> None:
-        super().__init__(message)
-        self.signo = signo
 
 
 def job_for(job: str, home: str, workers: int, batch_workers: int = 0) -> JobDefinition:
@@ -289,86 +190,50 @@ def execute(
     ``corpus index`` can tell it died), in a worker thread: Dagster defers interrupts to
     its step boundaries and does not check them while a step waits for a pool slot, so the
     main thread answers SIGINT/SIGTERM itself: it marks the run failed, frees its slots and
-    raises ``Interrupted``. What the run wrote is what a ``kill -9`` would leave: every
-    output is replaced atomically, the previous version stays active.
+    raises ``Interrupted`` (``assets.interrupts``). What the run wrote is what a ``kill -9``
+    would leave: every output is replaced atomically, the previous version stays active.
 
     Meanwhile the main thread reads the run's new events twice a second and tells
-    ``reporter`` (``_RunWatcher``): each step's line as it ends, progress as it goes."""
+    ``reporter`` (``assets.watch``): each step's line as it ends, progress as it goes."""
     invocation = uuid.uuid4().hex
     tags = {**health.process_tags(kb), health.INVOCATION_TAG: invocation}
-    box: dict[str, Any] = {}
     label = "|".join(split_key(partition_key)) if isinstance(partition_key, MultiPartitionKey) else partition_key
-    watcher = _RunWatcher(instance, "", label, reporter or progress.LineReporter(say))
-
-    def work() -> None:
-        try:
-            box["result"] = _run_job(defs, job, partition_key, instance, tags, workers, home)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
-
-    worker = threading.Thread(target=work, name=f"corpus-{job}", daemon=True)
+    watcher = RunWatcher(instance, "", label, reporter or progress.LineReporter(say))
     # SQLAlchemy imports parts of its ORM lazily; two threads importing them at once race
     # ("partially initialized module"), so they are imported here, before the run's thread.
     import sqlalchemy.orm  # noqa: F401
 
     # The reading's first query, also before the run's thread (its imports).
     health.find_run(instance, invocation)
-    got: list[int] = []
+    told: list[bool] = []
 
-    def on_signal(signo: int, _frame: FrameType | None) -> None:
-        got.append(signo)
-        raise KeyboardInterrupt
+    def tick(waited: float) -> None:
+        if not watcher.run_id:  # execute_job names its own run: found by this invocation's tag
+            found = health.find_run(instance, invocation)
+            if found is not None:
+                watcher.run_id = found.run_id
+        if waited % 0.5 == 0 and watcher.run_id:  # twice a second (~5 ms of CPU a read)
+            watcher.poll()
+        if not told and waited >= 3.0 and waited % 3.0 < 0.25:
+            note = _waiting_note(instance, invocation)
+            if note:
+                say(f"  … {note}")
+                told.append(True)
 
-    main = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
-    try:
-        worker.start()
-        told, waited = False, 0.0
-        while worker.is_alive():
-            worker.join(0.25)
-            waited += 0.25
-            if not watcher.run_id:  # execute_job names its own run: found by this invocation's tag
-                found = health.find_run(instance, invocation)
-                if found is not None:
-                    watcher.run_id = found.run_id
-            if waited % 0.5 == 0 and watcher.run_id:  # twice a second (~5 ms of CPU a read)
-                watcher.poll()
-            if not told and waited >= 3.0 and waited % 3.0 < 0.25:
-                note = _waiting_note(instance, invocation)
-                if note:
-                    say(f"  … {note}")
-                    told = True
-    except KeyboardInterrupt:
-        name = signal.Signals(got[0]).name if got else "SIGINT"
+    def on_interrupt(signal_name: str) -> str:
         run = health.find_run(instance, invocation)
-        _stop_step_processes()
         if run is not None:
-            health.fail_run(instance, run, f"interrupted by {name}")
-        where = f"run {run.run_id} ({job} {partition_key})" if run is not None else f"{job} {partition_key}"
-        raise Interrupted(
-            got[0] if got else signal.SIGINT,
-            f"interrupted by {name}: {where} marked failed and its slots freed; the active version is unchanged",
-        ) from None
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-    if "error" in box:
-        raise box["error"]
-    result = box["result"]
+            health.fail_run(instance, run, f"interrupted by {signal_name}")
+        return f"run {run.run_id} ({job} {partition_key})" if run is not None else f"{job} {partition_key}"
+
+    result = in_worker_thread(
+        lambda: _run_job(defs, job, partition_key, instance, tags, workers, home), f"corpus-{job}", tick, on_interrupt
+    )
     watcher.finish(result)
     from resources.batch_io import remove_staging
 
     remove_staging(home, result.run_id)  # what a failed run's batches left (a merge removes its own)
     return result
-
-
-def _stop_step_processes() -> None:
-    """The step processes of a multiprocess run (children of this process), on interrupt."""
-    import psutil
-
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            child.kill()
 
 
 def _waiting_note(instance: DagsterInstance, invocation: str) -> str | None:
@@ -469,7 +334,7 @@ def _index_kb_locked(
         parse_run = r1.run_id
         parse_ok = r1.success
         if not r1.success:
-            summary.status, summary.error = "failed", _first_error(r1)
+            summary.status, summary.error = "failed", first_error(r1)
     _fill_parse(summary, layout, kb.name, parse_run)
     if parse_run is not None and parse_ok:
         collect_images(layout)  # images of deleted documents (unused by every KB, past a grace period)
@@ -485,7 +350,7 @@ def _index_kb_locked(
         version_run = r2.run_id
         _fill_version(summary, layout, kb.name, version, version_run)
         if not r2.success:
-            summary.status, summary.error = "failed", _first_error(r2, summary.checks_failed)
+            summary.status, summary.error = "failed", first_error(r2, summary.checks_failed)
     if not summary.partitions_run:
         summary.up_to_date = True
         _fill_version(summary, layout, kb.name, version, None)
@@ -509,49 +374,6 @@ def _processes(workers: int, documents: int) -> int:
     return workers if workers > 1 and batches.batch_count(documents, workers, batches.rule("parse")) > 1 else 1
 
 
-def _first_error(result: Any, checks_failed: list[dict[str, Any]] | None = None) -> str:
-    """What stopped a run: a blocking check's own message (partition, document, chunk,
-    figure, limit, fix), else the first failed step's error."""
-    for c in checks_failed or []:
-        if c.get("severity") == "ERROR":
-            return f"blocking check {c['check']} on {c['asset']} ({c['partition']}) failed: {c['message']}"
-    retried: dict[str, str] = {}
-    for ev in result.all_events:
-        data: Any = ev.event_specific_data
-        if ev.event_type == DagsterEventType.STEP_UP_FOR_RETRY and data.error:
-            retried[str(ev.step_key)] = _cause(data.error)
-        if ev.event_type == DagsterEventType.STEP_FAILURE and data.error:
-            return f"{ev.step_key}: {_failure(data.error, retried.get(str(ev.step_key)))}"
-    return "run failed"
-
-
-def _failure(error: Any, retried: str | None) -> str:
-    """A failed step's error; for a batch that failed again after its retries, the error of
-    its last attempt (Dagster's own says only "Exceeded max_retries of 2")."""
-    if error is None:
-        return retried or ""
-    message = _cause(error)
-    if retried and message.startswith("Exceeded max_retries"):
-        return f"{retried} (failed again after {message.removeprefix('Exceeded max_retries of ').strip()} retries)"
-    return message
-
-
-def _wrapper(cls_name: str) -> bool:
-    """Dagster's errors around a step's own (and a retry policy's request to retry it)."""
-    return cls_name.startswith(("Dagster", "RetryRequested"))
-
-
-def _cause(error: Any) -> str:
-    """The message of the error that started it all: Dagster wraps the step's exception in
-    "Error occurred while executing op ...", which says nothing about what went wrong."""
-    while getattr(error, "cause", None) is not None and _wrapper(str(getattr(error, "cls_name", ""))):
-        error = error.cause
-    message = str(error.message).strip()
-    if "[Errno 28]" in message or "No space left on device" in message:
-        message += " — the disk of the warehouse is full: free space (or move CORPUS_HOME) and run again; the active version is unchanged"
-    return message
-
-
 def index_kbs(
     layout: Layout,
     kbs: list[tuple[KnowledgeBase, str]],
@@ -573,6 +395,25 @@ def index_kbs(
         )
         for kb, version in kbs
     ]
+
+
+def index_planned(
+    layout: Layout,
+    planned: Sequence[tuple[KnowledgeBase, str]],
+    *,
+    force: bool = False,
+    wait: float = 0.0,
+    reporter: progress.Reporter | None = None,
+    workers: int = 1,
+) -> list[KBIndexSummary]:
+    """The Dagster indexer (``corpus_pipeline.indexer``): the CORPUS_HOME's instance made
+    ready, then ``index_kbs`` (``workers`` 0: one per CPU)."""
+    from corpus_pipeline.instance import prepare_dagster_home
+
+    prepare_dagster_home(layout)
+    return index_kbs(
+        layout, list(planned), force=force, wait=wait, reporter=reporter, workers=workers or os.cpu_count() or 1
+    )
 
 
 def backfill_strategy(

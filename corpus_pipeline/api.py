@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_pipeline.errors import ConfigError, ModelError, StoreError
+from corpus_pipeline.indexer import Indexer
 from corpus_pipeline.kbconfig import KnowledgeBase, resolve_kb
 from corpus_pipeline.retrieval import Searcher
 from corpus_pipeline.retrieval.search import SearchResult
@@ -132,14 +133,15 @@ class KB:
 
     # ------------------------------------------------------------------ writing
 
-    def index(self, *, force: bool = False, wait: float = 0.0) -> dict[str, Any]:
-        """``corpus index --kb NAME``: parse, chunk, embed and publish what changed, through
-        Dagster on the CORPUS_HOME's instance; returns the summary (status, counts, errors)."""
-        from corpus_pipeline.cli.index import index_names
+    def index(self, *, force: bool = False, wait: float = 0.0, indexer: Indexer | None = None) -> dict[str, Any]:
+        """``corpus index --kb NAME``: parse, chunk, embed and publish what changed; returns
+        the summary (status, counts, errors). ``indexer``: the engine that runs it (default:
+        the installed one, else Dagster on the CORPUS_HOME's instance: ``corpus_pipeline.indexer``)."""
+        from corpus_pipeline.indexer import index
 
-        summary = index_names(self.layout, [self.name], force=force, wait=wait)[0]
+        summary = index(self.layout, [self.name], force=force, wait=wait, indexer=indexer)[0].to_dict()
         self._kb = resolve_kb(self.layout.kb_dir(self.name))
-        return summary
+        return dict(summary)
 
     def close(self) -> None:
         with self._lock:

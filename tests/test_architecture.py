@@ -42,6 +42,27 @@ def test_only_the_cli_mentions_the_dagster_layer_at_all():
     assert all(u.startswith("cli/") for u in users), users
 
 
+def test_the_library_never_imports_the_cli():
+    """The use cases (``indexer``, ``store.versions``, ``store.drop``, ``lineage``, search)
+    are library calls the CLI and the Python API both call: only ``cli/`` imports ``cli/``,
+    and the Dagster indexer is injected (``corpus_pipeline.indexer``), never imported."""
+    offenders = []
+    for path in LIB.rglob("*.py"):
+        rel = str(path.relative_to(LIB))
+        if rel.startswith("cli/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            mods = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [f"{rel}:{node.lineno} {m}" for m in mods if m.startswith("corpus_pipeline.cli")]
+    assert offenders == []
+
+
 def test_importing_every_library_module_loads_no_dagster():
     code = (
         "import importlib, pkgutil, sys, corpus_pipeline\n"

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from corpus_pipeline.errors import ConfigError
+from corpus_pipeline.indexer import index
 from corpus_pipeline.kbconfig import resolve_kb
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.versions import register_version
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     # Step lines on stderr as they happen; bars too on a terminal (never with --json)
     with open_reporter(should_draw(args.json)) as reporter:
         summaries = _interruptible(
-            lambda: _index(layout, names, force=args.force, wait=args.wait, reporter=reporter, workers=args.workers),
+            lambda: index(layout, names, force=args.force, wait=args.wait, reporter=reporter, workers=args.workers),
             reporter,
         )
     _print_summaries(summaries, args.json)
@@ -97,40 +97,19 @@ def _workers(raw: str) -> int:
     return n
 
 
-def _index(
-    layout: Layout,
-    names: list[str],
-    *,
-    force: bool = False,
-    wait: float = 0.0,
-    reporter: Any = None,
-    workers: int = 0,
-) -> list[Any]:
-    """What `corpus index` does, for the CLI and the Python API (``KB.index``)."""
-    from corpus_pipeline.instance import prepare_dagster_home
+def dagster_indexer(layout: Layout, planned: Any, **kwargs: Any) -> list[Any]:
+    """The indexer the CLI installs (``corpus_pipeline.indexer.use_indexer``): Dagster's,
+    imported when an index runs, not when the CLI starts."""
+    from assets.runner import index_planned  # Dagster is imported only here
 
-    if not names:
-        raise ConfigError(f"no knowledge bases under {layout.kbs}: make a folder there with your documents in it.")
-    # Every KB's configuration is validated before anything is written.
-    kbs = [resolve_kb(layout.kb_dir(n)) for n in names]
-    planned = [(kb, register_version(layout, kb)) for kb in kbs]
-    prepare_dagster_home(layout)
-
-    from assets.runner import index_kbs  # Dagster is imported only here
-
-    return index_kbs(layout, planned, force=force, wait=wait, reporter=reporter, workers=workers or os.cpu_count() or 1)
-
-
-def index_names(layout: Layout, names: list[str], *, force: bool = False, wait: float = 0.0) -> list[dict[str, Any]]:
-    """`corpus index --kb NAME ...` from Python: the per-KB summaries as dicts."""
-    return [s.to_dict() for s in _index(layout, names, force=force, wait=wait)]
+    return index_planned(layout, planned, **kwargs)
 
 
 def _interruptible(call: Callable[[], list[Any]], reporter: Any = None) -> list[Any]:
     """Run the indexing; on SIGINT/SIGTERM (the runner has marked its run failed and freed its
     slots) say so and exit at once with 128 + the signal: a step still running in the run's
     thread is abandoned as a ``kill -9`` would leave it (outputs are replaced atomically)."""
-    from assets.runner import Interrupted
+    from assets.interrupts import Interrupted
 
     try:
         return call()
