@@ -46,7 +46,8 @@ from corpus_pipeline.errors import ConfigError, CorpusError, StoreError
 from corpus_pipeline.models import IMAGE_CHUNK_TYPES, ParentBlock
 from corpus_pipeline.retrieval.search import SearchResult
 from corpus_pipeline.secrets import mask
-from corpus_pipeline.serve.errors import error_body, public_message, roots_of
+from corpus_pipeline.serve.deps import GUARDED, PUBLIC_PREFIX, is_public, server
+from corpus_pipeline.serve.errors import HttpError
 from corpus_pipeline.store.files import local_path
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.reader import SnapshotReader
@@ -69,17 +70,6 @@ _DOC_ID = re.compile(r"^[0-9A-Za-z_-]{1,80}$")
 _FLAG_KEYS = ("recut_from_tokens", "hard_cut", "forced_split", "merged_small", "split_reason", "fallback")
 
 
-class WebError(Exception):
-    """An error of a page request, answered as the JSON API's ``{"error": {code, message}}``."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-# ---------------------------------------------------------------------------------------------- reading
-
-
 def _meta(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
@@ -93,19 +83,19 @@ def _meta(value: Any) -> dict[str, Any]:
 def check_version(layout: Layout, kb: str, version: str | None) -> str:
     """``version`` (default: the active one) if it is a registered, built version of ``kb``."""
     if kb not in layout.list_kbs():
-        raise WebError(404, "kb_not_found", f"no knowledge base {kb!r}; known: {', '.join(layout.list_kbs())}")
+        raise HttpError(404, "kb_not_found", f"no knowledge base {kb!r}; known: {', '.join(layout.list_kbs())}")
     known = known_versions(layout, kb)
     v = version or active_version(layout, kb)
     if v is None:
-        raise WebError(409, "not_indexed", f"{kb!r} has no active version yet: run `corpus index --kb {kb}`")
+        raise HttpError(409, "not_indexed", f"{kb!r} has no active version yet: run `corpus index --kb {kb}`")
     if v not in known:  # never a path built from an unchecked name
-        raise WebError(404, "version_not_found", f"{v!r} is not a version of {kb!r}; known: {', '.join(known)}")
+        raise HttpError(404, "version_not_found", f"{v!r} is not a version of {kb!r}; known: {', '.join(known)}")
     try:
         built = resolve(layout, kb, v).has("child_chunks")
     except SnapshotNotFound:
         built = False
     if not built:
-        raise WebError(409, "not_built", f"version {v!r} of {kb!r} has no child chunks (not built, or retired)")
+        raise HttpError(409, "not_built", f"version {v!r} of {kb!r} has no child chunks (not built, or retired)")
     return v
 
 
@@ -186,16 +176,16 @@ def image_file(layout: Layout, rel: str) -> UPath | Path:
     """The file of ``/ui/images/<rel>``: only ``<sha[:2]>/<sha>.<ext>`` inside the images folder."""
     m = _IMAGE_FILE.match(rel)
     if m is None:
-        raise WebError(404, "image_not_found", "not an image of the warehouse (expected <xx>/<sha256>.<ext>)")
+        raise HttpError(404, "image_not_found", "not an image of the warehouse (expected <xx>/<sha256>.<ext>)")
     if layout.remote:  # (the pattern admits no "..": the object is under the images prefix)
         remote = layout.images / rel
         if not remote.is_file():
-            raise WebError(404, "image_not_found", f"no image {rel!r} in the warehouse")
+            raise HttpError(404, "image_not_found", f"no image {rel!r} in the warehouse")
         return remote
     root = _local_images(layout)
     path = (root / rel).resolve()
     if not path.is_relative_to(root) or not path.is_file():
-        raise WebError(404, "image_not_found", f"no image {rel!r} in the warehouse")
+        raise HttpError(404, "image_not_found", f"no image {rel!r} in the warehouse")
     return path
 
 
@@ -233,7 +223,7 @@ def document_view(layout: Layout, kb: str, version: str, doc_id: str) -> dict[st
     """One document as ``version`` cut it: text, parents with their children, images, limits
     (all from the version's published snapshot)."""
     if not _DOC_ID.match(doc_id):
-        raise WebError(404, "document_not_found", f"no document {doc_id!r}")
+        raise HttpError(404, "document_not_found", f"no document {doc_id!r}")
     return read_published(layout, kb, version, lambda snap: _document_view(snap, doc_id))
 
 
@@ -244,7 +234,7 @@ def _document_view(snap: Snapshot, doc_id: str) -> dict[str, Any]:
     parents = read.parents(doc_id=doc_id)
     children = read.children(doc_id)
     if t is None and not parents:
-        raise WebError(404, "document_not_found", f"no document {doc_id!r} in {kb!r}")
+        raise HttpError(404, "document_not_found", f"no document {doc_id!r} in {kb!r}")
     same = not parents or (t is not None and t.content_hash == parents[0].content_hash)
     text = _version_text(t.text if t is not None else "", same, parents)
     limits = model_limits(layout, kb, version)
@@ -533,12 +523,11 @@ def render(name: str, **context: Any) -> HTMLResponse:
 
 # ---------------------------------------------------------------------------------------------- routes
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, dependencies=GUARDED)
 
 
 def _layout(request: Request) -> Layout:
-    layout: Layout = request.app.state.layout
-    return layout
+    return server(request).layout
 
 
 @router.get("/ui/api/kbs/{kb}/documents")
@@ -603,7 +592,7 @@ def fragment_compare(
     check_version(layout, kb, None)
     built = built_versions(layout, kb)
     if not (a and b) and len(built) < 2:
-        raise WebError(409, "one_version", f"{kb!r} has one built version ({', '.join(built)}): nothing to compare")
+        raise HttpError(409, "one_version", f"{kb!r} has one built version ({', '.join(built)}): nothing to compare")
     a = check_version(layout, kb, a or built[1])
     b = check_version(layout, kb, b or (built[0] if built[0] != a else built[1]))
     left, right = document_view(layout, kb, a, doc), document_view(layout, kb, b, doc)
@@ -632,18 +621,18 @@ def fragment_search(
 ) -> HTMLResponse:
     layout = _layout(request)
     v = check_version(layout, kb, version)
-    registry = request.app.state.registry
+    registry = server(request).registry
     try:
         handle = registry.get(kb)
         with registry.search_locks[kb]:
             result = handle.search(q, top_k=top_k, version=v)
             data = result.to_dict()
     except KeyError:
-        raise WebError(404, "kb_not_found", f"no knowledge base {kb!r}") from None
+        raise HttpError(404, "kb_not_found", f"no knowledge base {kb!r}") from None
     except (ConfigError, ValueError) as exc:
-        raise WebError(422, "invalid_request", mask(str(exc))[:1000]) from None
+        raise HttpError(422, "invalid_request", mask(str(exc))[:1000]) from None
     except StoreError as exc:
-        raise WebError(409, "not_indexed", mask(str(exc))[:1000]) from None
+        raise HttpError(409, "not_indexed", mask(str(exc))[:1000]) from None
     snap = result.snapshot if result.snapshot is not None else resolve(layout, kb, v)  # (what the search read)
     docs = {h.doc_id for r in result.results for h in r.hits}
     parents = {
@@ -709,9 +698,9 @@ _PUBLIC = Router(
 )
 
 
-def is_public(path: str) -> bool:
-    """The page shell and its static files: they hold no data, so they need no key."""
-    return path == "/" or (path.startswith("/ui/static/") and path.count("/") == 3)
+def _page_shell(path: str) -> bool:
+    """The page shell and its static files (public paths: ``serve.deps.PUBLIC``)."""
+    return is_public(path) and (path == "/" or path.startswith(PUBLIC_PREFIX))
 
 
 class PublicPages:
@@ -722,19 +711,14 @@ class PublicPages:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and is_public(scope.get("path", "")):
+        path = scope.get("path", "")
+        if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and _page_shell(path):
             await _PUBLIC(scope, receive, send)
         else:
             await self.app(scope, receive, send)
 
 
-async def _web_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, WebError)
-    return error_body(exc.status, exc.code, public_message(exc.message, roots_of(request)))
-
-
 def mount_web(app: FastAPI) -> None:
     """Add the page to the app of ``corpus serve`` (``create_app`` calls it)."""
     app.include_router(router)
-    app.add_exception_handler(WebError, _web_error)
     app.add_middleware(PublicPages)
