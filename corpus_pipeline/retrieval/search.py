@@ -224,7 +224,7 @@ class Searcher:
         self.reranker = reranker
         self.llm = llm
         #: parents and image texts, read as searches need them (``retrieval.lookup``)
-        self.lookup = Lookup(self.snapshot if parents_file is None else None, parents_file)
+        self.lookup = Lookup(self.snapshot if parents_file is None else None, parents_file).open()
 
     @classmethod
     def open(

@@ -99,6 +99,8 @@ class Snapshot:
     _listings: dict[str, tuple[dict[str, list[UPath]], dict[str, Any]]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    #: Per table, the files (their positions) each document has rows in (``_files_holding``).
+    _by_doc: dict[str, dict[str, list[int]] | None] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -139,8 +141,31 @@ class Snapshot:
         manifest lists them (every file of a table it does not list them for)."""
         files, manifest = self._listing(asset)
         if docs is not None and name in files:
-            files = {**files, name: _files_holding(files[name], manifest, name, docs)}
+            files = {**files, name: self._files_holding(asset, name, docs)}
         return listed_dataset(self.folder(asset), name, files, manifest)
+
+    def _files_holding(self, asset: str, name: str, docs: Collection[str]) -> list[UPath]:
+        """The files of table ``name`` of ``asset`` that hold rows of ``docs`` (in the
+        manifest's order), from the manifest's per-file document lists inverted once per
+        snapshot; every file when the manifest does not list them."""
+        files, manifest = self._listing(asset)
+        key = f"{asset}/{name}"
+        if key not in self._by_doc:
+            listed: Any = (manifest.get("docs") or {}).get(name)
+            index: dict[str, list[int]] | None = {}
+            for i, f in enumerate(files[name]):
+                ids = listed.get(f.name) if isinstance(listed, dict) else None
+                if not isinstance(ids, list) or index is None:
+                    index = None  # (a file whose documents are not listed: read every file)
+                    break
+                for d in ids:
+                    index.setdefault(str(d), []).append(i)
+            self._by_doc[key] = index
+        index = self._by_doc[key]
+        if index is None:
+            return files[name]
+        picked = sorted({i for d in docs for i in index.get(d, ())})
+        return [files[name][i] for i in picked]
 
     def read(
         self,
@@ -162,11 +187,9 @@ class Snapshot:
                 expr = pq.filters_to_expression(filters) if filters else None
             else:
                 expr = filters
-            if docs is not None:
-                files, manifest = self._listing(asset)
-                if not _files_holding(files[name], manifest, name, docs):  # (no file holds those documents)
-                    schema = self.dataset(asset, name).schema  # (one file's footer)
-                    return (schema if columns is None else pa.schema([schema.field(c) for c in columns])).empty_table()
+            if docs is not None and not self._files_holding(asset, name, docs):  # (no file holds them)
+                schema = self.dataset(asset, name).schema  # (one file's footer)
+                return (schema if columns is None else pa.schema([schema.field(c) for c in columns])).empty_table()
             return self.dataset(asset, name, docs).to_table(columns=columns, filter=expr)
         except OSError as exc:  # (pyarrow's IO errors are OSErrors)
             raise SnapshotGone(f"{asset} of {self.kb}@{self.version}: this snapshot was released") from exc
@@ -195,16 +218,6 @@ class Snapshot:
                     f"the search table of {self.kb}@{self.version} no longer has version {self.table_version}"
                 ) from exc
         return tbl
-
-
-def _files_holding(files: list[UPath], manifest: Mapping[str, Any], name: str, docs: Collection[str]) -> list[UPath]:
-    """Those of ``files`` (table ``name``'s) that the manifest says hold rows of ``docs``;
-    a file it lists no documents for is kept (it may hold any)."""
-    listed = (manifest.get("docs") or {}).get(name)
-    if not isinstance(listed, dict):
-        return files
-    wanted = set(docs)
-    return [f for f in files if not isinstance(listed.get(f.name), list) or wanted.intersection(listed[f.name])]
 
 
 def _live_stamp(layout: Layout, kb: str, version: str) -> str:

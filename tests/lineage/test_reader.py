@@ -137,3 +137,27 @@ def test_an_open_searcher_holds_no_parent_until_a_search_needs_some(
         assert [r.parent_id for r in again.results] == [r.parent_id for r in result.results]
     finally:
         s.close()
+
+
+def test_a_small_version_is_read_whole_at_open_and_answers_as_on_demand(
+    built: Layout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    v = active_version(built, "ops")
+    assert v is not None
+    cfg = resolve_kb(built.kb_dir("ops"))
+    queries = ["how do I check the replication service", "backups step 2", "encryption", "alerts step 5"]
+    whole = Searcher.open(built, cfg, v)
+    try:
+        assert whole.lookup.complete and whole.lookup.cached()[0] == whole.lookup.total > 12
+        want = [whole.search(q).to_dict() for q in queries]
+    finally:
+        whole.close()
+    monkeypatch.setattr(lookup_module, "CACHED_PARENTS", 3)
+    lazy = Searcher.open(built, cfg, v)
+    try:
+        assert not lazy.lookup.complete and lazy.lookup.cached() == (0, 0)
+        got = [lazy.search(q).to_dict() for q in queries]
+    finally:
+        lazy.close()
+    strip = lambda d: {k: x for k, x in d.items() if k != "timings_ms"}  # noqa: E731
+    assert [strip(d) for d in got] == [strip(d) for d in want]
