@@ -137,7 +137,7 @@ def test_the_store_is_below_retrieval():
     """``store/`` is what ``retrieval/`` reads: it imports nothing of it, at any depth of a
     module (keyword analysis, SQL literals and the ANN threshold live below both)."""
     offenders = []
-    for path in sorted((LIB / "store").glob("*.py")):
+    for path in sorted((LIB / "store").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("corpus_pipeline.retrieval"):
                 offenders.append(f"{path.name}:{node.lineno} {node.module}")

@@ -101,7 +101,7 @@ class PartitionInput:
     dim: int
 
     def slices(self) -> Iterator[tuple[pa.Table, np.ndarray]]:
-        from corpus_pipeline.store.lance import PY_SLICE_ROWS
+        from corpus_pipeline.store.lance.rows import PY_SLICE_ROWS  # (read when called: tests change it)
 
         chunks = iter_slices(self.children, list(SEARCH_COLUMNS), PY_SLICE_ROWS)
         vectors = iter_slices(self.embeddings, ["chunk_id", "vector"], PY_SLICE_ROWS)
@@ -109,7 +109,7 @@ class PartitionInput:
             yield c, _vectors(c, e)
 
     def vector_slices(self) -> Iterator[np.ndarray]:
-        from corpus_pipeline.store.lance import PY_SLICE_ROWS
+        from corpus_pipeline.store.lance.rows import PY_SLICE_ROWS  # (read when called: tests change it)
 
         return (vectors_of(e) for e in iter_slices(self.embeddings, ["vector"], PY_SLICE_ROWS))
 

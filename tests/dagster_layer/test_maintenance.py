@@ -43,7 +43,7 @@ def _edit(layout: Layout, version: str, n: int) -> None:
 
 
 def test_the_job_merges_what_writes_left_and_skips_a_busy_kb(corpus_home, monkeypatch):
-    monkeypatch.setattr(store_lance, "FTS_MAX_SEGMENTS", 100)  # writes never merge: maintenance must
+    monkeypatch.setattr(store_lance.indexes, "FTS_MAX_SEGMENTS", 100)  # writes never merge: maintenance must
     layout = Layout(corpus_home)
     folder = corpus_home / "kbs" / "plant"
     folder.mkdir(parents=True)

@@ -256,8 +256,8 @@ def test_the_index_is_built_by_fragment_groups_with_shared_models_into_one_segme
     """The build encodes a group of fragments at a time (bounded memory) with the centroids
     and codebooks trained once, and commits one merged segment: one search per query, and it
     finds what exact search finds as the one-group build does."""
-    monkeypatch.setattr(store_lance, "FRAGMENT_ROWS", 100)
-    monkeypatch.setattr(store_lance, "VECTOR_INDEX_SEGMENT_ROWS", 300)
+    monkeypatch.setattr(store_lance.rows, "FRAGMENT_ROWS", 100)
+    monkeypatch.setattr(store_lance.ann, "VECTOR_INDEX_SEGMENT_ROWS", 300)
     layout = _write(tmp_path, ROWS, ROWS)
     tbl = open_search_table(layout, "ops", "v1")
     ds = tbl.to_lance()
@@ -283,8 +283,8 @@ def test_the_index_is_built_by_fragment_groups_with_shared_models_into_one_segme
 def test_the_index_is_built_and_rebuilt_on_object_storage(tmp_path, s3_warehouse, monkeypatch):
     """The grouped build (segments written, merged, committed) on a table in a bucket of
     the local S3 server: search through the index finds what exact search finds."""
-    monkeypatch.setattr(store_lance, "FRAGMENT_ROWS", 200)
-    monkeypatch.setattr(store_lance, "VECTOR_INDEX_SEGMENT_ROWS", 400)
+    monkeypatch.setattr(store_lance.rows, "FRAGMENT_ROWS", 200)
+    monkeypatch.setattr(store_lance.ann, "VECTOR_INDEX_SEGMENT_ROWS", 400)
     layout = Layout.at(tmp_path)
     assert layout.remote
     _write_at(layout, 800, 800)
@@ -346,7 +346,7 @@ def test_search_rows_made_in_slices_equal_one_slice(monkeypatch):
     chunks = pa.Table.from_pylist(rows)
     vecs = _vectors(np.arange(50), 0.4, 2)
     whole = search_rows(chunks, vecs)
-    monkeypatch.setattr(lance, "PY_SLICE_ROWS", 7)
+    monkeypatch.setattr(lance.rows, "PY_SLICE_ROWS", 7)
     sliced = search_rows(chunks, vecs)
     assert sliced.combine_chunks().equals(whole.combine_chunks())
     assert sliced.column("row_hash").num_chunks == 8 and len(set(whole.column("row_hash").to_pylist())) == 50

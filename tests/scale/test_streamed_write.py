@@ -25,8 +25,8 @@ SLICE = 37  # not a divisor of anything here: slices straddle the files of both 
 
 @pytest.fixture(autouse=True)
 def small_slices(monkeypatch):
-    monkeypatch.setattr(store_lance, "PY_SLICE_ROWS", SLICE)
-    monkeypatch.setattr(store_lance, "FRAGMENT_ROWS", 50)
+    monkeypatch.setattr(store_lance.rows, "PY_SLICE_ROWS", SLICE)
+    monkeypatch.setattr(store_lance.rows, "FRAGMENT_ROWS", 50)
 
 
 def _partitions(folder: Path, chunks: pa.Table, vecs: np.ndarray) -> tuple[pads.Dataset, pads.Dataset]:

@@ -20,7 +20,7 @@ DOCS, PER_DOC, DIM = 40, 10, 16
 
 @pytest.fixture(autouse=True)
 def small_fragments(monkeypatch):
-    monkeypatch.setattr(store_lance, "FRAGMENT_ROWS", 50)  # 400 rows: 8 fragments
+    monkeypatch.setattr(store_lance.rows, "FRAGMENT_ROWS", 50)  # 400 rows: 8 fragments
 
 
 def _chunks(
