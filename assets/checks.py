@@ -120,8 +120,9 @@ def grouped_outcomes(
     ``quality_outcomes`` takes, for a run of its rows: ``quality.run.CheckRun``). Every
     group is consumed, even when the thresholds cannot be resolved (a stream that writes as
     it goes is written whole either way)."""
-    from corpus_pipeline.quality.bounds import Thresholds, resolve_thresholds
+    from corpus_pipeline.quality.bounds import resolve_thresholds
     from corpus_pipeline.quality.run import CheckRun, crashed
+    from corpus_pipeline.quality.thresholds import Thresholds
 
     try:
         thresholds = resolve_thresholds(kb)

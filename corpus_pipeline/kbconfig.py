@@ -22,7 +22,6 @@ naming the key and the file: a typo must never fall back silently to a default.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from corpus_pipeline.embedding.settings import EmbeddingConfig
 from corpus_pipeline.embedding.tokens import TokenCounter
 from corpus_pipeline.endpoints import ConcurrentEndpoint, Endpoint
 from corpus_pipeline.errors import ConfigError
+from corpus_pipeline.globs import match_glob
 from corpus_pipeline.quality.config import QualityConfig
 from corpus_pipeline.retrieval.rerank import RerankConfig
 from corpus_pipeline.retrieval.settings import SearchSettings
@@ -370,15 +370,6 @@ class KnowledgeBase:
         child = PipelineSettings.parse(rec.child_settings, pipeline="child", where=where, validate=False)
         chosen = build_plan(rec.snapshot, parent.merged(choice.parent), child.merged(choice.child), where=where)
         return chosen, list(rec.reasons)
-
-
-def match_glob(rel_path: str, pattern: str) -> bool:
-    """Glob matching where ``**/`` also matches zero folders (``**/*.md`` matches ``a.md``)."""
-    if fnmatch.fnmatchcase(rel_path, pattern):
-        return True
-    if pattern.startswith("**/") and fnmatch.fnmatchcase(rel_path, pattern[3:]):
-        return True
-    return "/**/" in pattern and fnmatch.fnmatchcase(rel_path, pattern.replace("/**/", "/"))
 
 
 def resolve_kb(kb_dir: Path) -> KnowledgeBase:

@@ -148,3 +148,64 @@ def test_the_store_is_below_retrieval():
                     if a.name.startswith("corpus_pipeline.retrieval")
                 ]
     assert offenders == []
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every library module and the library modules it imports, at any depth of it (in a
+    function, under ``TYPE_CHECKING``); ``from package import submodule`` points at the
+    submodule."""
+    mods: dict[str, Path] = {}
+    for p in LIB.rglob("*.py"):
+        parts = list(p.relative_to(LIB.parent).with_suffix("").parts)
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                out |= {a.name for a in node.names if a.name in mods}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                for a in node.names:
+                    out.add(f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base)
+        graph[name] = {m for m in out if m in mods and m != name}
+    return graph
+
+
+def test_the_library_has_no_import_cycle():
+    """No module imports, however late or only for types, a module that imports it back
+    (kbconfig <-> quality, the embedding package <-> its cache, cli <-> cli.index were the
+    last ones): each piece can be read, tested and replaced from the bottom up."""
+    graph = _module_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert cycles == []

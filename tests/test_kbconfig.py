@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from corpus_pipeline.errors import ConfigError
-from corpus_pipeline.kbconfig import load_kb_config, match_glob, resolve_kb
+from corpus_pipeline.globs import match_glob
+from corpus_pipeline.kbconfig import load_kb_config, resolve_kb
 
 
 def _kb(tmp_path: Path, yaml_text: str | None, name: str = "kb1") -> Path:

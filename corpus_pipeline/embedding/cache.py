@@ -12,28 +12,12 @@ import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import numpy as np
 
+from corpus_pipeline.embedding.base import Embedder
 from corpus_pipeline.embedding.settings import EmbeddingConfig
-
-
-class Embedder(Protocol):
-    """What embeds text: the name its vectors are cached under (``model_name``), their size,
-    ``embed`` for passages (what the index stores) and ``embed_queries`` for questions (the
-    model's query prefix); L2-normalised float32 vectors, one row per text."""
-
-    @property
-    def model_name(self) -> str: ...
-
-    @property
-    def dimension(self) -> int: ...
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
-
 
 #: Vectors turned into SQLite rows at a time by ``put_many``.
 PUT_ROWS = 4096
@@ -157,7 +141,7 @@ class CachedEmbedder:
         self.reused = 0  # texts answered from the cache
 
     def _load(self) -> Embedder:
-        from corpus_pipeline.embedding import open_embedder
+        from corpus_pipeline.embedding.opening import open_embedder
 
         return open_embedder(self.config)
 

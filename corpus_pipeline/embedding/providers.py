@@ -19,19 +19,13 @@ and its test against a local HTTP server (``tests/embedding/test_tei.py`` is the
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from corpus_pipeline.embedding.cache import Embedder
-    from corpus_pipeline.embedding.settings import EmbeddingConfig
 
 
 @dataclass(frozen=True)
 class ProviderSpec:
     """One embedding provider: its name in kb.yaml, whether it is an endpoint, and its class
-    (``module:Class``, imported on first use)."""
+    (``module:Class``, imported when a KB's embedder is opened: ``embedding.opening``)."""
 
     name: str
     remote: bool
@@ -40,12 +34,6 @@ class ProviderSpec:
     needs_base_url: bool = False
     #: Whether the endpoint takes ``embedding.dimensions`` (shortened vectors).
     takes_dimensions: bool = False
-
-    def open(self, config: EmbeddingConfig) -> Embedder:
-        module, _, cls = self.embedder.partition(":")
-        factory = getattr(importlib.import_module(module), cls)
-        embedder: Embedder = factory(config)
-        return embedder
 
 
 PROVIDERS: dict[str, ProviderSpec] = {

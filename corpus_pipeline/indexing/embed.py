@@ -16,7 +16,8 @@ import pyarrow.dataset as pads
 
 import corpus_pipeline.indexing.rows as rows
 from corpus_pipeline.embedding import EmbeddingCache, EmbeddingConfig, embed_with_cache, open_embedder
-from corpus_pipeline.embedding.cache import Embedder, text_hash
+from corpus_pipeline.embedding.base import Embedder
+from corpus_pipeline.embedding.cache import text_hash
 from corpus_pipeline.errors import StoreError
 from corpus_pipeline.indexing.stats import EmbedStats, StageResult
 from corpus_pipeline.progress import ProgressFn

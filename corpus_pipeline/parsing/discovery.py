@@ -15,7 +15,8 @@ from typing import BinaryIO
 
 from corpus_pipeline.chunking.plan import Plan
 from corpus_pipeline.doc_formats import NAMES, sniff
-from corpus_pipeline.kbconfig import KnowledgeBase, match_glob
+from corpus_pipeline.globs import match_glob
+from corpus_pipeline.kbconfig import KnowledgeBase
 from corpus_pipeline.models import DocFormat, Document
 
 _IGNORED_NAMES = {"kb.yaml", "questions.jsonl"}

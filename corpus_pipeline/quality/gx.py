@@ -184,7 +184,7 @@ def observed_quantiles(df: pd.DataFrame) -> dict[str, dict[str, int]]:
 def quantile_finding(df: pd.DataFrame, ranges: dict[str, dict[str, tuple[float | None, float | None]]]) -> Any:
     """The quantile check of a chunk table: GX's ``ExpectColumnQuantileValuesToBeBetween``
     per column with configured ranges; the finding says which quantile is out and by how much."""
-    from corpus_pipeline.quality.checks import Finding
+    from corpus_pipeline.quality.finding import Finding
 
     if not len(df):
         return Finding(None, {}, {}, "no rows in this partition; nothing to measure")

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_pipeline.models import IMAGE_CHUNK_TYPES
-from corpus_pipeline.quality.bounds import TableThresholds, Thresholds
+from corpus_pipeline.quality.thresholds import TableThresholds, Thresholds
 
 Table = pa.Table | pd.DataFrame
 ROW = "_row"

@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from corpus_pipeline.quality.bounds import Thresholds
-from corpus_pipeline.quality.checks import CheckDef, Finding, checks_for
+from corpus_pipeline.quality.checks import CheckDef, checks_for, severity_of
+from corpus_pipeline.quality.finding import Finding
 from corpus_pipeline.quality.outcome import MAX_EXAMPLES, CheckOutcome
 from corpus_pipeline.quality.partition import Partition
+from corpus_pipeline.quality.thresholds import Thresholds
 from corpus_pipeline.secrets import mask_error
 
 _PREVIEW = 80
@@ -84,7 +85,7 @@ def _worst(c: CheckDef, found: Finding, th: Thresholds) -> str:
 
 
 def outcome(c: CheckDef, found: Finding, p: Partition, th: Thresholds, checked: int) -> CheckOutcome:
-    severity = th.severity_of(c.name)
+    severity = severity_of(th, c.name)
     failed = found.failed
     passed = failed == 0
     observed = dict(found.observed)
@@ -281,7 +282,7 @@ def crashed(c: CheckDef, exc: BaseException, thresholds: Thresholds, partition: 
     where = f" on {partition}" if partition else ""
     error = mask_error(f"{type(exc).__name__}: {exc}")  # stored in the manifest: no key, bounded
     return CheckOutcome(
-        c.name, c.asset, False, thresholds.severity_of(c.name), 0, 1,
+        c.name, c.asset, False, severity_of(thresholds, c.name), 0, 1,
         f"{c.name}{where}: the check could not run: {error}",
         observed={"error": error}, engine=c.engine, partition=partition,
     )  # fmt: skip

@@ -9,7 +9,7 @@ with fewer hits because better unfiltered ones took the places. ``score_threshol
 part of it: it drops fused children whose ``relevance`` (``retrieval.relevance``) is below it.
 
 - ``path``: a glob on the document's path relative to the KB folder, with kb.yaml's
-  ``include``/``exclude`` semantics (``kbconfig.match_glob``: ``*`` and ``?`` also cross
+  ``include``/``exclude`` semantics (``globs.match_glob``: ``*`` and ``?`` also cross
   ``/``, ``[abc]`` / ``[!abc]``, ``**/`` also matches no folder), translated to an anchored
   ``regexp_like``.
 - ``format``: the documents' formats (``markdown``, ``text``, ``html``, ``docx``, ``pdf``, the
@@ -104,7 +104,7 @@ def glob_regex(pattern: str) -> str:
 
 
 def path_regex(pattern: str) -> str:
-    """The anchored regex of ``kbconfig.match_glob(path, pattern)``: the pattern, and with
+    """The anchored regex of ``globs.match_glob(path, pattern)``: the pattern, and with
     ``**/`` at its start or ``/**/`` inside, the forms where those match no folder."""
     alternatives = [pattern]
     if pattern.startswith("**/"):

@@ -14,13 +14,13 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from corpus_pipeline.quality.bounds import SizeLimits, TableThresholds, Thresholds
 from corpus_pipeline.quality.checks import all_checks, declaration
 from corpus_pipeline.quality.run import (
     check_child_chunks,
     check_chunk_embeddings,
     check_parent_blocks,
 )
+from corpus_pipeline.quality.thresholds import SizeLimits, TableThresholds, Thresholds
 
 DOC = "Alpha beta gamma delta. Epsilon zeta eta theta. Iota kappa lambda mu. Nu xi omicron pi rho."
 OTHER = "Sigma tau upsilon phi. Chi psi omega."

@@ -13,6 +13,7 @@ from corpus_pipeline.quality.bounds import (
     plan_limits,
     resolve_thresholds,
 )
+from corpus_pipeline.quality.checks import severity_of
 from corpus_pipeline.versioning import strategy_version
 
 
@@ -35,7 +36,7 @@ def test_defaults_come_from_the_plan_and_the_embedding_model(tmp_path):
     assert th.parent.default.max_chars == 2200  # seed 003's parent default
     assert th.child.char_count == {"p50": (30, None), "p95": (None, 600)}
     assert th.child.token_count == {"p95": (None, 507)}
-    assert th.severity_of("child_token_limit") == "ERROR" and th.severity_of("child_quantiles") == "WARN"
+    assert severity_of(th, "child_token_limit") == "ERROR" and severity_of(th, "child_quantiles") == "WARN"
 
 
 @pytest.mark.parametrize(
@@ -86,7 +87,7 @@ def test_kb_yaml_thresholds_replace_the_derived_ones_and_overrides_get_their_own
     assert th.child.limits_for("guide.md").max_chars == 800
     assert th.child.limits_for("guide.md").min_chars == 25
     assert th.child.char_count["p5"] == (20, None) and th.child.char_count["p95"] == (None, 800)
-    assert th.severity_of("child_quantiles") == "ERROR"
+    assert severity_of(th, "child_quantiles") == "ERROR"
 
 
 def test_quality_settings_never_change_the_strategy_version(tmp_path):

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from corpus_pipeline.errors import ConfigError
-from corpus_pipeline.kbconfig import match_glob
+from corpus_pipeline.globs import match_glob
 from corpus_pipeline.retrieval import Searcher, SearchFilters, SearchSettings
 from corpus_pipeline.retrieval.filters import path_regex
 from corpus_pipeline.store.lance import open_search_table, write_search_table
