@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from support.openai_server import OpenAIServer, Reply, Request
 
 from corpus_pipeline.kbconfig import KBConfig
-from corpus_pipeline.retrieval.rerank import CrossEncoderReranker, RerankConfig, open_reranker, rerank_order
+from corpus_pipeline.retrieval.rerank import RerankConfig, open_reranker, rerank_order
+from corpus_pipeline.retrieval.rerank.local import CrossEncoderReranker
 
 from .tiny_index import _searcher
 
@@ -148,3 +149,31 @@ def test_the_rerank_section_is_validated_in_kb_yaml():
             KBConfig.model_validate({"rerank": bad})
     with pytest.raises(Exception, match="not a local CrossEncoder folder"):
         open_reranker(RerankConfig(model="/no/such/folder"))
+
+
+class _ByLength:
+    """A rerank provider of this test: the longer document first."""
+
+    def __init__(self, config: RerankConfig) -> None:
+        self.config, self.name = config, "by-length"
+
+    def scores(self, query: str, documents: list[str]) -> list[float]:
+        return [float(len(d)) for d in documents]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_rerank_provider_is_one_row_and_one_class(monkeypatch):
+    from corpus_pipeline.retrieval.rerank import providers
+
+    with pytest.raises(ValueError, match="by-length"):
+        RerankConfig(url="http://h/rerank", api="by-length")
+    row = providers.RerankProvider("by-length", True, f"{__name__}:_ByLength")
+    monkeypatch.setitem(providers.PROVIDERS, "by-length", row)
+    config = RerankConfig(url="http://h/rerank", api="by-length")
+    reranker = open_reranker(config)
+    assert isinstance(reranker, _ByLength) and reranker.config is config
+    order, scores, outcome = rerank_order(reranker, "q", ["a", "ccc", "bb"])
+    assert scores == [1.0, 3.0, 2.0]
+    assert order == [1, 2, 0] and outcome.status == "reranked" and outcome.model == "by-length"
