@@ -35,14 +35,15 @@ from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.plan import DEFAULT_PLAN, PipelineSettings, Plan, build_plan
 from corpus_pipeline.embedding.settings import EmbeddingConfig
 from corpus_pipeline.embedding.tokens import TokenCounter
-from corpus_pipeline.endpoints import ConcurrentEndpoint, Endpoint
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.globs import match_glob
+from corpus_pipeline.llm.config import LLMConfig
 from corpus_pipeline.quality.config import QualityConfig
 from corpus_pipeline.retrieval.rerank import RerankConfig
 from corpus_pipeline.retrieval.settings import SearchSettings
 from corpus_pipeline.secrets import register_env_secrets
 from corpus_pipeline.store.layout import check_kb_name
+from corpus_pipeline.vision.config import VisionConfig
 
 StrategySettings = dict[str, dict[str, Any]]
 
@@ -63,34 +64,6 @@ class ChunkingConfig(_Strict):
     parent: StrategySettings = Field(default_factory=dict)
     child: StrategySettings = Field(default_factory=dict)
     overrides: list[OverrideConfig] = Field(default_factory=list)
-
-
-class VisionConfig(_Strict, Endpoint):
-    """Image description: a vision model behind an OpenAI-compatible endpoint, OCR fallback.
-
-    Unset ``base_url`` / ``model`` come from ``OPENAI_BASE_URL`` / ``CORPUS_VISION_MODEL``.
-    The API key is never written here: ``api_key_env`` names the variable that holds it.
-    """
-
-    enabled: bool = True
-    model: str | None = None
-    ocr: bool = True
-    ocr_languages: str = Field("eng+chi_sim", pattern=r"^[a-z_]+(\+[a-z_]+)*$")
-    min_side_px: int = Field(16, ge=1, le=4096)
-
-
-class LLMConfig(_Strict, ConcurrentEndpoint):
-    """``llm:`` — the chat model for PROPOSITION and LLM splitting, behind an
-    OpenAI-compatible endpoint (see ``corpus_pipeline.llm.settings``).
-
-    Unset keys come from the Dagster resource, then ``OPENAI_BASE_URL`` / ``CORPUS_LLM_MODEL``.
-    The API key is never written here: ``api_key_env`` names the variable that holds it.
-    Only ``model`` and ``enabled`` enter the strategy version, for plans that call an LLM.
-    """
-
-    enabled: bool = True
-    model: str | None = Field(None, min_length=1, max_length=200)
-    max_output_tokens: int | None = Field(None, ge=16, le=200_000)
 
 
 class RetentionConfig(_Strict):

@@ -22,7 +22,7 @@ from typing import Any
 from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.plan import Plan, Step
 from corpus_pipeline.kbconfig import KnowledgeBase, PlanChoice
-from corpus_pipeline.llm.settings import version_input as llm_version_input
+from corpus_pipeline.llm.planning import version_input as llm_version_input
 
 #: Bump when the chunk tables built for the same input and strategy versions change
 #: (columns, ids, image chunk rules, the fit to the model's window): every built version

@@ -30,9 +30,9 @@ class LLMResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagster's
     def from_env(cls) -> LLMResource:
         """The resource of the code location: model, base URL and key as ``EnvVar``\\ s of
         ``CORPUS_LLM_MODEL``, ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` when they are set
-        (the same values ``corpus_pipeline.llm.settings`` would take from the environment,
+        (the same values ``corpus_pipeline.llm.config`` would take from the environment,
         and a kb.yaml ``llm:`` key still wins); the unset ones stay unset."""
-        from corpus_pipeline.llm.settings import DEFAULT_API_KEY_ENV, ENV_BASE_URL, ENV_MODEL
+        from corpus_pipeline.llm.config import DEFAULT_API_KEY_ENV, ENV_BASE_URL, ENV_MODEL
 
         return cls(
             model=env_or_none(ENV_MODEL),
@@ -41,5 +41,5 @@ class LLMResource(ConfigurableResource):  # type: ignore[type-arg]  # (Dagster's
         )
 
     def defaults(self) -> dict[str, Any]:
-        """The fields that are set, for ``corpus_pipeline.llm.settings`` (None is ignored there)."""
+        """The fields that are set, for ``corpus_pipeline.llm.config`` (None is ignored there)."""
         return {k: v for k, v in self.model_dump().items() if v not in (None, "")}

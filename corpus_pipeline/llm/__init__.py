@@ -1,6 +1,6 @@
 """The chat model behind an OpenAI-compatible endpoint: one client for chunking and vision.
 
-settings   kb.yaml ``llm:`` > Dagster resource > environment (``llm_settings``)
+settings   kb.yaml ``llm:`` > Dagster resource > environment (``llm_settings``: the same ``LLMConfig``, resolved)
 cache      answers on disk under ``$CORPUS_HOME/warehouse/cache/llm``, by (model,
            prompt, parameters): re-runs and repeated previews cost no calls
 client     ``LLMClient.chat`` / ``chat_many``: timeouts, retries, a stop after
@@ -16,18 +16,16 @@ from corpus_pipeline.llm.client import (
     Messages,
     open_llm,
 )
-from corpus_pipeline.llm.settings import (
-    LLMSettings,
-    kb_calls_llm,
+from corpus_pipeline.llm.config import (
+    LLMConfig,
     llm_settings,
-    plans_call_llm,
-    version_input,
 )
+from corpus_pipeline.llm.planning import kb_calls_llm, plans_call_llm, version_input
 
 __all__ = [
     "ChatResult",
     "LLMClient",
-    "LLMSettings",
+    "LLMConfig",
     "LLMUsage",
     "Messages",
     "ResponseCache",

@@ -29,7 +29,7 @@ from typing import Any, TypeVar, cast
 
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.llm.cache import ResponseCache
-from corpus_pipeline.llm.settings import LLMSettings
+from corpus_pipeline.llm.config import LLMConfig
 from corpus_pipeline.secrets import mask_error, register_secret
 
 Messages = list[dict[str, Any]]
@@ -93,12 +93,28 @@ def openai_call(what: str, call: Callable[[], T]) -> T:
 
 
 class LLMClient:
-    """Chat completions with a disk cache. ``cache_root`` None disables the cache."""
+    """Chat completions with a disk cache, for a resolved ``llm:`` section (``llm_settings``).
+    ``cache_root`` None disables the cache.
 
-    def __init__(self, settings: LLMSettings, *, cache_root: Path | None = None) -> None:
+    ``max_consecutive_failures``: after that many failed calls in a row the client stops
+    calling for the rest of its life (a model that is down costs one timeout, not one per
+    batch); None never stops. ``max_response_chars``: a longer answer is refused."""
+
+    def __init__(
+        self,
+        settings: LLMConfig,
+        *,
+        cache_root: Path | None = None,
+        temperature: float = 0.0,
+        max_consecutive_failures: int | None = 3,
+        max_response_chars: int = 200_000,
+    ) -> None:
         if not settings.model:
             raise ModelError("no LLM model configured: set llm.model in kb.yaml or CORPUS_LLM_MODEL")
         self.settings = settings
+        self.temperature = temperature
+        self.max_consecutive_failures = max_consecutive_failures
+        self.max_response_chars = max_response_chars
         self.model = settings.model
         self.cache = ResponseCache(cache_root)
         self.usage = LLMUsage()
@@ -122,7 +138,7 @@ class LLMClient:
     ) -> ChatResult:
         """The model's answer to ``messages``; ModelError when it cannot be had."""
         params: dict[str, Any] = {
-            "temperature": self.settings.temperature if temperature is None else temperature,
+            "temperature": self.temperature if temperature is None else temperature,
         }
         if json_object:
             params["response_format"] = {"type": "json_object"}
@@ -149,7 +165,7 @@ class LLMClient:
         except ModelError as exc:
             self._failed(str(exc))
             raise
-        limit = self.settings.max_response_chars
+        limit = self.max_response_chars
         if len(content) > limit:
             reason = f"the LLM answered {len(content)} characters, over the limit of {limit}"
             self._succeeded(usage)
@@ -216,7 +232,7 @@ class LLMClient:
         return content or "", usage
 
     def _check_alive(self) -> None:
-        limit = self.settings.max_consecutive_failures
+        limit = self.max_consecutive_failures
         with self._lock:
             if limit is not None and self._failures >= limit:
                 self.usage.skipped += 1
@@ -247,7 +263,7 @@ def open_llm(
     """The client for kb.yaml's ``llm:`` section (``config``; None: defaults), the resource's
     values and the environment, caching under ``<cache_dir>/llm``; None when no model is
     configured (or ``enabled: false``): callers then take their fallbacks."""
-    from corpus_pipeline.llm.settings import llm_settings
+    from corpus_pipeline.llm.config import llm_settings
 
     settings = llm_settings(config, resource, env)
     if not settings.configured:

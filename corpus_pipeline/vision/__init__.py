@@ -2,10 +2,10 @@
 and the IMAGE / TABLE_IMAGE pieces that join a document's text chunks (seed 000 §6)."""
 
 from corpus_pipeline.vision.client import OpenAIVisionClient, VisionAnswer, VisionClient, parse_answer
+from corpus_pipeline.vision.config import VisionConfig, vision_settings
 from corpus_pipeline.vision.describe import OCR_ONLY_NO_VLM, VLM_FAILED_WITH_OCR, describe_images
 from corpus_pipeline.vision.ocr import clean_ocr_text, ocr_image, tesseract_available
 from corpus_pipeline.vision.pieces import image_pieces
-from corpus_pipeline.vision.settings import VisionSettings, vision_settings
 
 __all__ = [
     "OCR_ONLY_NO_VLM",
@@ -13,7 +13,7 @@ __all__ = [
     "OpenAIVisionClient",
     "VisionAnswer",
     "VisionClient",
-    "VisionSettings",
+    "VisionConfig",
     "clean_ocr_text",
     "describe_images",
     "image_pieces",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from corpus_pipeline.errors import ModelError
-from corpus_pipeline.vision.settings import VisionSettings
+from corpus_pipeline.vision.config import VisionConfig
 
 PROMPT_VERSION = "1"  # part of the cache key: bump when the prompt or parsing changes
 
@@ -86,22 +86,19 @@ class OpenAIVisionClient:
     configurable ``base_url``. Its answers are cached by image hash in ``describe``, so the
     LLM client's own response cache is not used here."""
 
-    def __init__(self, settings: VisionSettings) -> None:
+    def __init__(self, settings: VisionConfig) -> None:
         if not settings.model:
             raise ModelError("no vision model configured: set vision.model in kb.yaml or CORPUS_VISION_MODEL")
-        from corpus_pipeline.llm import LLMClient, LLMSettings
+        from corpus_pipeline.llm import LLMClient, LLMConfig
 
         self.model = settings.model
-        self._llm = LLMClient(
-            LLMSettings(
-                model=settings.model,
-                base_url=settings.base_url,
-                api_key=settings.api_key,
-                timeout_s=settings.timeout_s,
-                max_retries=settings.max_retries,
-                max_consecutive_failures=None,  # describe_images has its own stop after failures
-            )
-        )
+        endpoint = LLMConfig(
+            model=settings.model,
+            base_url=settings.base_url,
+            timeout_s=settings.timeout_s,
+            max_retries=settings.max_retries,
+        ).with_api_key(settings.api_key())
+        self._llm = LLMClient(endpoint, max_consecutive_failures=None)  # (describe_images stops after failures itself)
 
     def close(self) -> None:
         self._llm.close()

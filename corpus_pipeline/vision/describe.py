@@ -35,8 +35,8 @@ from corpus_pipeline.models import ExtractedImage, ImageDescription, ImageStatus
 from corpus_pipeline.secrets import mask_error
 from corpus_pipeline.vision.cache import ResultCache
 from corpus_pipeline.vision.client import PROMPT_VERSION, OpenAIVisionClient, VisionAnswer, VisionClient
+from corpus_pipeline.vision.config import VisionConfig
 from corpus_pipeline.vision.ocr import OCR_VERSION, ocr_image
-from corpus_pipeline.vision.settings import VisionSettings
 
 VLM_FAILED_WITH_OCR = "VLM_FAILED_WITH_OCR"
 OCR_ONLY_NO_VLM = "OCR_ONLY_NO_VLM"
@@ -52,7 +52,7 @@ def degraded_embedding_text(ocr_text: str) -> str:
     return ("[图片] " if _CJK.search(ocr_text) else "[image] ") + ocr_text
 
 
-def skip_reason(image: ExtractedImage, s: VisionSettings) -> str | None:
+def skip_reason(image: ExtractedImage, s: VisionConfig) -> str | None:
     """Why ``image`` gets no description without even reading it (None: it is described)."""
     if not s.enabled:
         return "DISABLED: vision.enabled is false in kb.yaml"
@@ -74,7 +74,7 @@ def _ocr_key(image: ExtractedImage, languages: str) -> str:
 
 
 def images_to_describe(
-    images: Sequence[ExtractedImage], settings: VisionSettings, cache_dir: Path | None
+    images: Sequence[ExtractedImage], settings: VisionConfig, cache_dir: Path | None
 ) -> list[ExtractedImage]:
     """The images describing would call the vision model or OCR for (neither skipped nor
     cached): one per image hash, first occurrence, in order. What a fanned-out run hands
@@ -96,7 +96,7 @@ def images_to_describe(
 
 class _Describer:
     def __init__(
-        self, settings: VisionSettings, cache_dir: Path | None, client: VisionClient | None, ocr: OcrFunction
+        self, settings: VisionConfig, cache_dir: Path | None, client: VisionClient | None, ocr: OcrFunction
     ) -> None:
         self.settings = settings
         self.cache = ResultCache(cache_dir)
@@ -234,7 +234,7 @@ class _Describer:
 
 def describe_images(
     images: Sequence[ExtractedImage],
-    settings: VisionSettings,
+    settings: VisionConfig,
     cache_dir: Path | None,
     *,
     client: VisionClient | None = None,

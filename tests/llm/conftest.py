@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support.openai_server import OpenAIServer, Reply, Request
 
-from corpus_pipeline.llm import LLMClient, LLMSettings
+from corpus_pipeline.llm import LLMClient, LLMConfig
 
 KEY = "sk-test-secret-0123456789"
 
@@ -89,7 +89,12 @@ def make_client(tmp_path: Path) -> Iterator[MakeClient]:
             "max_concurrency": 1,
         }
         base.update(settings)
-        client = LLMClient(LLMSettings(**base), cache_root=tmp_path / "cache" / "llm" if cache else None)  # type: ignore[arg-type]
+        limits = {
+            k: base.pop(k) for k in ("temperature", "max_consecutive_failures", "max_response_chars") if k in base
+        }
+        key = base.pop("api_key")
+        config = LLMConfig(**base).with_api_key(str(key))  # type: ignore[arg-type]
+        client = LLMClient(config, cache_root=tmp_path / "cache" / "llm" if cache else None, **limits)  # type: ignore[arg-type]
         made.append(client)
         return client
 

@@ -10,8 +10,8 @@ import pytest
 from support.openai_server import OpenAIServer, Reply
 
 from corpus_pipeline.errors import ConfigError, ModelError
-from corpus_pipeline.kbconfig import LLMConfig, load_kb_config
-from corpus_pipeline.llm import LLMSettings, llm_settings, open_llm
+from corpus_pipeline.kbconfig import load_kb_config
+from corpus_pipeline.llm import LLMConfig, llm_settings, open_llm
 from llm.conftest import KEY, MakeClient
 
 HELLO = [{"role": "user", "content": "hello"}]
@@ -177,7 +177,7 @@ def test_no_model_or_a_disabled_llm_means_no_client(tmp_path: Path) -> None:
     assert open_llm(LLMConfig(enabled=False), env=ENV) is None
     client = open_llm(None, env=ENV, cache_dir=tmp_path)
     assert client is not None and client.model == "env-model" and client.cache.root == tmp_path / "llm"
-    assert LLMSettings(model="m", enabled=False).configured is False
+    assert LLMConfig(model="m", enabled=False).configured is False
 
 
 def test_kb_yaml_llm_section_is_strict_and_bounded(tmp_path: Path) -> None:

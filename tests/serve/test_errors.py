@@ -120,3 +120,43 @@ def test_public_message_names_the_roots_and_hides_the_rest():
     assert public_message("no knowledge base 'x'; run `corpus index --kb x`") == (
         "no knowledge base 'x'; run `corpus index --kb x`"
     )
+
+
+HOSTILE = ["bad", "missing", "../../etc/passwd", "..%2f..%2fkb.yaml", "x" * 300, "%00", "empty"]
+
+
+def _filled(path: str, value: str) -> str:
+    for name in ("{kb}", "{chunk_id}", "{doc_id}", "{prefix}", "{name}"):
+        path = path.replace(name, value)
+    return path
+
+
+def test_every_route_of_the_routers_answers_hostile_input_in_one_shape(client, home):
+    """Not a list of known cases: every route the app's routers hold, each path parameter
+    (and the KB and version of the query and the body) filled with names an attacker would
+    try. No answer is a 5xx, none names the server's files, each is the route's error shape."""
+    from fastapi.routing import APIRoute
+
+    from corpus_pipeline.serve import routes, web
+
+    seen = 0
+    for router in (routes.public, routes.api, web.router):
+        for route in router.routes:
+            assert isinstance(route, APIRoute)
+            for method in sorted(route.methods):
+                for value in HOSTILE:
+                    params = {"kb": value, "version": value, "q": "q", "doc": value, "a": value, "b": value}
+                    body = {"query": "q", "kb": value, "version": value, "knowledge_id": value}
+                    if method == "POST" and route.path == "/retrieval":
+                        body["retrieval_setting"] = {"top_k": 1}
+                    r = client.request(
+                        method, _filled(route.path, value), params=params, json=body if method == "POST" else None
+                    )
+                    seen += 1
+                    assert r.status_code < 500, (method, route.path, value, r.status_code, r.text[:300])
+                    _clean(home, r.text)
+                    if r.status_code >= 400 and r.headers.get("content-type", "").startswith("application/json"):
+                        shape = set(r.json())
+                        want = {"error_code", "error_msg"} if route.path == "/retrieval" else {"error"}
+                        assert shape == want, (method, route.path, value, r.text[:300])
+    assert seen >= 12 * len(HOSTILE)

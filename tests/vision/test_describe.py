@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.openai_server import OpenAIServer, Reply
 
-from corpus_pipeline.vision import VisionSettings, describe_images, tesseract_available
+from corpus_pipeline.vision import VisionConfig, describe_images, tesseract_available
 from vision.conftest import MakeImage
 
 needs_tesseract = pytest.mark.skipif(not tesseract_available(), reason="tesseract is not installed")
@@ -24,16 +24,24 @@ ANSWER = json.dumps(
 )
 
 
-def settings(server: OpenAIServer | None, **kw: object) -> VisionSettings:
+KEY_ENV = "CORPUS_TEST_VISION_KEY"
+
+
+@pytest.fixture(autouse=True)
+def _vision_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-secret-123456")  # (the key is read from the variable api_key_env names)
+
+
+def settings(server: OpenAIServer | None, **kw: object) -> VisionConfig:
     base = {
         "model": "vlm-test",
         "base_url": server.base_url if server else None,
-        "api_key": "sk-secret-123456",
+        "api_key_env": KEY_ENV,
         "timeout_s": 2.0,
         "max_retries": 0,
     }
     base.update(kw)
-    return VisionSettings(**base)  # type: ignore[arg-type]
+    return VisionConfig(**base)  # type: ignore[arg-type]
 
 
 def test_a_fanned_out_run_describes_each_pending_image_once_in_its_batch(
@@ -56,7 +64,7 @@ def test_a_fanned_out_run_describes_each_pending_image_once_in_its_batch(
     [described] = describe_images([a], s, cache)  # batch 1: answered, cached
     assert [i.image_id for i in images_to_describe(rows, s, cache)] == [b.image_id]
     openai_server.default = Reply.error(500)
-    [degraded] = describe_images([b], replace(s, ocr=False), cache)  # batch 2: the call failed
+    [degraded] = describe_images([b], s.model_copy(update={"ocr": False}), cache)  # batch 2: the call failed
     assert degraded.status == "SKIPPED" and len(openai_server.calls()) == 2
     merged = describe_images(rows, s, cache, described={a.image_id: described, b.image_id: degraded})
     assert len(openai_server.calls()) == 2  # the merge called nothing
@@ -182,10 +190,10 @@ def test_same_image_twice_is_described_once(openai_server: OpenAIServer, make_im
 
 
 def test_settings_come_from_kb_yaml_then_environment() -> None:
-    from corpus_pipeline.kbconfig import VisionConfig
     from corpus_pipeline.vision import vision_settings
 
     env = {"OPENAI_BASE_URL": "http://env/v1", "CORPUS_VISION_MODEL": "env-model", "MY_KEY": "k1"}
     s = vision_settings(VisionConfig(model="yaml-model", api_key_env="MY_KEY"), env)
-    assert (s.model, s.base_url, s.api_key) == ("yaml-model", "http://env/v1", "k1")
+    assert (s.model, s.base_url, s.api_key(env)) == ("yaml-model", "http://env/v1", "k1")
+    assert isinstance(s, VisionConfig)  # (one type: the section, resolved)
     assert vision_settings(None, {}).has_vision_model is False
