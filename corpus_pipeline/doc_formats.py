@@ -15,8 +15,8 @@ formats carry their own headings and sections (the recommender leans on them). `
 names the function (``module:function``, imported when first used) and ``version`` its
 output's version: bumping it re-parses the documents of that format only.
 
-Adding a format: its member in ``models.DocFormat`` (the records' type), its row here, its
-parser function (``parsing/formats.py``) and its test; discovery, preview, recommend, the
+Adding a format: its row here, its parser function (in ``parsing/formats.py`` or a module of
+its own that the row names) and its test; discovery, preview, recommend, the
 filters and the parse state read the row (``tests/parsing/test_format_table.py``).
 """
 

@@ -24,14 +24,6 @@ LargeText = Annotated[str, "large_string"]
 Json = Annotated[Mapping[str, Any], "json"]
 
 
-class DocFormat(str, enum.Enum):  # noqa: UP042 - values are written as plain strings
-    MARKDOWN = "markdown"
-    TEXT = "text"
-    HTML = "html"
-    DOCX = "docx"
-    PDF = "pdf"
-
-
 class DocStatus(str, enum.Enum):  # noqa: UP042
     OK = "OK"
     FAILED = "FAILED"  # could not be read or parsed; ``error`` says why
@@ -65,7 +57,7 @@ class Document:
     kb: str
     doc_id: str
     path: str  # relative to the KB folder, POSIX separators
-    format: str  # a DocFormat value
+    format: str  # the name of its row in doc_formats.FORMATS
     size_bytes: int
     content_hash: str  # sha256 of the file's bytes
     plan: str  # the resolved plan snapshot for this document (KB plan or override), or "auto"

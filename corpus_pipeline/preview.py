@@ -98,7 +98,7 @@ def _format_of(path: Path, fmt: str | None) -> str:
     with path.open("rb") as f:
         head = f.read(4096)
     found = sniff_format(path, head)
-    return found.value if found is not None else "text"
+    return found if found is not None else "text"
 
 
 def _document(kb: KnowledgeBase, path: Path, fmt: str) -> tuple[Document, Path]:

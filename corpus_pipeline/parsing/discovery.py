@@ -17,7 +17,7 @@ from corpus_pipeline.chunking.plan import Plan
 from corpus_pipeline.doc_formats import NAMES, sniff
 from corpus_pipeline.globs import match_glob
 from corpus_pipeline.kbconfig import KnowledgeBase
-from corpus_pipeline.models import DocFormat, Document
+from corpus_pipeline.models import Document
 
 _IGNORED_NAMES = {"kb.yaml", "questions.jsonl"}
 
@@ -26,11 +26,11 @@ def doc_id_for(kb: str, rel_path: str) -> str:
     return hashlib.sha256(f"{kb}/{rel_path}".encode()).hexdigest()[:16]
 
 
-def sniff_format(path: Path, head: bytes) -> DocFormat | None:
+def sniff_format(path: Path, head: bytes) -> str | None:
     """The format by content, then by extension (``doc_formats.sniff``); None for
     unsupported files."""
     name = sniff(path, head)
-    return DocFormat(name) if name is not None else None
+    return name
 
 
 def file_hash(path: Path) -> str:
@@ -162,7 +162,7 @@ def discover_all(kb: KnowledgeBase) -> tuple[list[Document], list[dict[str, str]
             kb=kb.name,
             doc_id=doc_id_for(kb.name, rel),
             path=rel,
-            format=fmt.value,
+            format=fmt,
             size_bytes=size,
             content_hash=content_hash,
             plan="auto" if kb.is_auto(rel) else _snapshot(plan, snapshots),

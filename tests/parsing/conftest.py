@@ -43,7 +43,7 @@ def parse(kb_dir: Path, images_dir: Path) -> Parse:
         path = kb_dir / rel
         fmt = sniff_format(path, path.read_bytes()[:4096])
         assert fmt is not None, rel
-        doc = Document("kb", doc_id_for("kb", rel), rel, fmt.value, path.stat().st_size, "", "")
+        doc = Document("kb", doc_id_for("kb", rel), rel, fmt, path.stat().st_size, "", "")
         parsed = parse_document(doc, kb_dir, images_dir=images_dir)
         if parsed.status == "OK":
             assert_offsets_exact(parsed)
