@@ -24,6 +24,7 @@ in every message would wreck the text, and a key that short protects nothing.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -52,9 +53,13 @@ _URL_CREDENTIALS = re.compile(r"(//)[^/@\s:]+:[^/@\s]+@")
 
 
 def _variants(value: str) -> set[str]:
-    """How ``value`` may appear in a message: as is, JSON-escaped, repr-escaped, URL-quoted."""
+    """How ``value`` may appear in a message: as is, JSON-escaped, repr-escaped, URL-quoted,
+    base64- and hex-encoded (a model may answer any of them)."""
     out = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], repr(value)[1:-1]}
     out.add(quote(value, safe=""))
+    raw = value.encode("utf-8")
+    b64 = base64.b64encode(raw).decode("ascii")
+    out |= {b64, b64.rstrip("="), base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="), raw.hex()}
     return {v for v in out if len(v) >= MIN_SECRET_CHARS}
 
 
@@ -107,6 +112,15 @@ def mask(text: str, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         text = text[: max(0, limit - 1)] + "…"
     return text
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` without any registered secret (in any of its encodings), and nothing else
+    changed: what a model answered, before it is stored, cached or returned (an endpoint
+    may echo its key in a description or an answer). Unlike ``mask``, text that only looks
+    like a key is kept: a model's answer about a document may quote one."""
+    pattern = _pattern
+    return pattern.sub(MASK, text) if text and pattern is not None else text
 
 
 def mask_error(text: str, limit: int = ERROR_LIMIT) -> str:

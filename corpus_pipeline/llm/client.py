@@ -30,7 +30,7 @@ from typing import Any, TypeVar, cast
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.llm.cache import ResponseCache
 from corpus_pipeline.llm.config import LLMConfig
-from corpus_pipeline.secrets import mask_error, register_secret
+from corpus_pipeline.secrets import mask_error, mask_secrets, register_secret
 
 Messages = list[dict[str, Any]]
 
@@ -153,7 +153,7 @@ class LLMClient:
             if "rejected" in hit:
                 raise ModelError(str(hit["rejected"]))
             return ChatResult(
-                str(hit["content"] or ""),
+                mask_secrets(str(hit["content"] or "")),  # (a cache written before answers were masked)
                 self.model,
                 True,
                 int(hit.get("prompt_tokens") or 0),
@@ -224,6 +224,7 @@ class LLMClient:
             raise ModelError("LLM call returned no message") from exc
         if content is not None and not isinstance(content, str):
             raise ModelError(f"LLM call returned content of type {type(content).__name__}, not text")
+        content = mask_secrets(content or "")  # a key the endpoint echoed never goes further
         u = getattr(response, "usage", None)
         usage = {
             "prompt_tokens": int(getattr(u, "prompt_tokens", 0) or 0),

@@ -227,3 +227,50 @@ def test_keys_echoed_by_every_endpoint_are_nowhere_in_the_warehouse_the_instance
     assert not {where: names for where, names in leaks.items() if names}
     assert any(where.startswith("lancedb:") for where in leaks) and any(".parquet" in w for w in leaks)
     assert any(w.endswith(".db") or "sqlite" in w for w in leaks), "the Dagster instance was not scanned"
+
+
+def test_a_key_a_model_echoes_in_a_successful_answer_is_masked_before_it_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An endpoint that answers (200) with the caller's key in it, as is, base64 or hex:
+    the LLM answer, its cache, the image description and the vision cache never hold it."""
+    import base64
+    import hashlib
+
+    from parsing.builders import png
+    from support.openai_server import Reply
+
+    from corpus_pipeline.llm import LLMClient, LLMConfig
+    from corpus_pipeline.models import ExtractedImage
+    from corpus_pipeline.vision import VisionConfig, describe_images
+
+    key = "corp-TOKEN-123456789"
+    monkeypatch.setenv("VAULT_ECHO_KEY", key)
+    encoded = (base64.b64encode(key.encode()).decode(), key.encode().hex())
+    echo = f"Bearer {key}, also {encoded[0]} and {encoded[1]}"
+    with OpenAIServer() as server:
+        server.default = Reply.chat(f"The answer. {echo}")
+        llm = LLMConfig(model="m", base_url=server.base_url, max_retries=0, api_key_env="VAULT_ECHO_KEY")
+        from corpus_pipeline.llm import llm_settings
+
+        client = LLMClient(llm_settings(llm, env={"VAULT_ECHO_KEY": key}), cache_root=tmp_path / "llm")
+        first = client.chat([{"role": "user", "content": "hi"}])
+        again = client.chat([{"role": "user", "content": "hi"}])
+        client.close()
+        assert again.cached and first.content == again.content and first.content.startswith("The answer.")
+        server.default = Reply.chat(
+            json.dumps({"description": f"A console. {echo}", "keywords": [key], "image_type": "IMAGE",
+                        "embedding_text": f"console {key}"})
+        )  # fmt: skip
+        data = png("CONSOLE")
+        sha = hashlib.sha256(data).hexdigest()
+        (tmp_path / "img.png").write_bytes(data)
+        image = ExtractedImage(sha, "doc1", 0, 1, "image/png", str(tmp_path / "img.png"), width=360, height=120)
+        vision = VisionConfig(model="vlm", base_url=server.base_url, api_key_env="VAULT_ECHO_KEY", ocr=False)
+        (described,) = describe_images([image], vision, tmp_path / "cache")
+    assert described.status == "DESCRIBED" and described.description.startswith("A console.")
+    kept = [first.content, repr(described)] + [
+        p.read_bytes().decode("utf-8", "replace") for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".png"
+    ]
+    for text in kept:
+        assert key not in text and not any(e in text for e in encoded), text[:300]
