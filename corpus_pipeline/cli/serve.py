@@ -21,7 +21,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--rate", type=float, default=20.0, help="requests per second per client (0: unlimited)")
     p.add_argument("--max-body-kb", type=int, default=64, help="largest request body accepted")
+    p.add_argument(
+        "--forwarded-allow-ips",
+        default="",
+        metavar="ADDRS",
+        help="comma-separated addresses of proxies whose X-Forwarded-For / -Proto are trusted "
+        "(default none: the client is the connection's address, whatever a header says)",
+    )
     p.set_defaults(func=run)
+
+
+def proxy_settings(args: argparse.Namespace) -> tuple[bool, str]:
+    """uvicorn's proxy settings: headers trusted only from the proxies the operator named.
+    (uvicorn trusts them from 127.0.0.1 by default: a local client rotating X-Forwarded-For
+    got a fresh rate-limit bucket with every request.)"""
+    proxies = [a.strip() for a in str(args.forwarded_allow_ips or "").split(",") if a.strip()]
+    return bool(proxies), ",".join(proxies)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,5 +54,14 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
     app = create_app(layout.home, api_keys=keys, max_body_bytes=args.max_body_kb * 1024, rate_per_s=args.rate)
     print(f"corpus serve: {layout.home} on http://{args.host}:{args.port} (API schema at /docs)", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    trust, proxies = proxy_settings(args)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        proxy_headers=trust,
+        forwarded_allow_ips=proxies,
+    )
     return 0
