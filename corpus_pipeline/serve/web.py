@@ -52,7 +52,13 @@ from corpus_pipeline.store.files import local_path
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.reader import SnapshotReader
 from corpus_pipeline.store.snapshots import Snapshot, SnapshotNotFound, read_published, resolve
-from corpus_pipeline.store.versions import active_version, known_versions, version_embedding, version_info
+from corpus_pipeline.store.versions import (
+    active_version,
+    known_versions,
+    missing_from_build,
+    version_embedding,
+    version_info,
+)
 
 STATIC = Path(__file__).with_name("static")
 STATIC_FILES = {"web.css": "text/css; charset=utf-8", "web.js": "text/javascript; charset=utf-8"}
@@ -90,11 +96,7 @@ def check_version(layout: Layout, kb: str, version: str | None) -> str:
         raise HttpError(409, "not_indexed", f"{kb!r} has no active version yet: run `corpus index --kb {kb}`")
     if v not in known:  # never a path built from an unchecked name
         raise HttpError(404, "version_not_found", f"{v!r} is not a version of {kb!r}; known: {', '.join(known)}")
-    try:
-        built = resolve(layout, kb, v).has("child_chunks")
-    except SnapshotNotFound:
-        built = False
-    if not built:
+    if not _built(layout, kb, v):
         raise HttpError(409, "not_built", f"version {v!r} of {kb!r} has no child chunks (not built, or retired)")
     return v
 
@@ -124,14 +126,16 @@ def built_versions(layout: Layout, kb: str) -> list[str]:
     """The versions with a published snapshot holding child chunks, newest first."""
     from corpus_pipeline.store.versions import versions_by_age
 
-    out = []
-    for v in versions_by_age(layout, kb):
-        try:
-            if resolve(layout, kb, v).has("child_chunks"):
-                out.append(v)
-        except SnapshotNotFound:
-            continue
-    return out
+    return [v for v in versions_by_age(layout, kb) if _built(layout, kb, v)]
+
+
+def _built(layout: Layout, kb: str, version: str) -> bool:
+    """Whether ``version`` can be read: built completely (``store.versions.missing_from_build``)."""
+    try:
+        snap: Snapshot | None = resolve(layout, kb, version)
+    except SnapshotNotFound:
+        snap = None
+    return missing_from_build(layout, kb, version, snap) is None and snap is not None and snap.has("child_chunks")
 
 
 def documents(layout: Layout, kb: str, version: str) -> list[dict[str, Any]]:

@@ -210,6 +210,20 @@ def _rows(manifest: dict[str, Any]) -> int | None:
     return int(rows["data"]) if isinstance(rows, dict) and "data" in rows else None
 
 
+def missing_from_build(layout: Layout, kb: str, version: str, snap: Snapshot | None) -> str | None:
+    """What a version lacks to be read (None: its build completed). A published snapshot is
+    complete by construction (published after every asset, the table and its indexes); a KB
+    that has none yet is read from its files only when the version's build was recorded as
+    finished (``freshness.record_indexed``, after the table and its indexes)."""
+    if snap is None:
+        return "it is not published (being built, stopped by its checks, its run killed, or retired)"
+    if not layout.search_table_dir(kb, version).is_dir():
+        return "it has no search table"
+    if snap.live and not layout.index_state_file(kb, version).exists():
+        return "its build did not finish (its run stopped before the search table and its indexes were complete)"
+    return None
+
+
 def list_versions(layout: Layout, kb: str) -> list[dict[str, Any]]:
     """Every registered version of ``kb``, newest first: active, current (kb.yaml's), built
     (published: search can read it), plan, registration and build times, counts. What
@@ -235,7 +249,7 @@ def list_versions(layout: Layout, kb: str) -> list[dict[str, Any]]:
                 "strategy_version": v,
                 "active": v == active,
                 "current": v == current,
-                "built": snap is not None and layout.search_table_dir(kb, v).is_dir(),
+                "built": missing_from_build(layout, kb, v, snap) is None,
                 "plan": ((info.get("inputs") or {}).get("plan") or {}).get("snapshot"),
                 "registered_at": info.get("registered_at"),
                 "built_at": built_at,
@@ -258,8 +272,16 @@ def activate(layout: Layout, kb: str, version: str) -> str | None:
             f"{version!r} is not a version of {kb!r}; known: {', '.join(rows) or 'none'} "
             f"(see `corpus versions --kb {kb}`)"
         )
-    if not r["built"]:
-        raise ConfigError(f"version {version!r} of {kb!r} has no search table; build it first with `corpus index`")
+    try:
+        snap: Snapshot | None = resolve(layout, kb, version)
+    except SnapshotNotFound:
+        snap = None
+    missing = missing_from_build(layout, kb, version, snap)
+    if missing is not None:
+        raise ConfigError(
+            f"version {version!r} of {kb!r} cannot be activated: {missing}. Build it with `corpus index --kb {kb}` "
+            f"(when kb.yaml yields it), or pick a built one of `corpus versions --kb {kb}`."
+        )
     before = active_version(layout, kb)
     set_active(layout, kb, version)
     return before
