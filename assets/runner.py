@@ -11,7 +11,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from dagster import (
@@ -29,6 +28,7 @@ from assets.partitions import kb_version_key, split_key
 from assets.run_errors import first_error
 from assets.watch import RunWatcher
 from corpus_pipeline import freshness, indexing, progress
+from corpus_pipeline.indexer import KBIndexSummary
 from corpus_pipeline.indexing.publish import activate_if_current
 from corpus_pipeline.indexing.stats import ChunkStats, DiscoverStats, EmbedStats, ParseStats, read_checks, read_stats
 from corpus_pipeline.kbconfig import KnowledgeBase
@@ -41,41 +41,6 @@ from corpus_pipeline.store.versions import active_version, register_version
 # Progress and failures are printed by corpus itself (below); Dagster's console logger
 # would repeat every failure with a stack trace.
 _QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-
-
-@dataclass
-class KBIndexSummary:
-    kb: str
-    strategy_version: str
-    status: str = "ok"  # ok | failed | busy (another process was writing the KB; nothing done)
-    up_to_date: bool = False  # nothing had changed: no run was needed
-    reason: str = ""
-    active_version: str | None = None
-    partitions_run: list[str] = field(default_factory=list)
-    documents: int = 0
-    documents_parsed: int = 0
-    documents_reused: int = 0
-    failed_documents: list[dict[str, str]] = field(default_factory=list)
-    skipped_entries: list[dict[str, str]] = field(default_factory=list)  # {path, reason}: symlinks, unreadable, ...
-    skipped_count: int = 0
-    documents_chunked: int = 0
-    parent_blocks: int = 0
-    child_chunks: int = 0
-    recut_chunks: int = 0  # chunks cut again to fit the embedding model's window (this run)
-    embedded: int = 0
-    reused: int = 0  # chunks whose vectors came from the cache
-    checks_failed: list[dict[str, Any]] = field(default_factory=list)  # {asset, partition, check, severity, message}
-    runs: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    error: str | None = None
-
-    @property
-    def warnings(self) -> list[dict[str, Any]]:
-        """The failed checks of severity WARN (the version is built and searchable)."""
-        return [c for c in self.checks_failed if c.get("severity") != "ERROR"]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "warnings": len(self.warnings)}
 
 
 def register_partitions(instance: DagsterInstance, kb: str, version: str) -> None:

@@ -13,24 +13,65 @@ composition roots install it (``use_indexer``: the ``corpus`` CLI at start, and 
 named by the ``corpus_pipeline.indexers`` entry point ``dagster`` (pyproject.toml), loaded
 then. A test or another orchestrator passes its own (``index(..., indexer=...)``).
 
-An indexer is any callable of this shape; it returns one summary per KB (an object with
-``to_dict()``, ``status`` and ``strategy_version``).
+An indexer is any callable of this shape; it returns one ``KBIndexSummary`` per KB.
+
+One KB's invalid configuration never stops the others: it is refused before anything of it
+is written and reported as a summary of status ``invalid`` (naming the file, key and fix),
+and the other KBs are indexed. Asked for that one KB alone, ``index`` raises the
+``ConfigError`` itself.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
 from corpus_pipeline.errors import ConfigError
 from corpus_pipeline.kbconfig import KnowledgeBase, resolve_kb
 from corpus_pipeline.store.layout import Layout
-from corpus_pipeline.store.versions import register_version
+from corpus_pipeline.store.versions import active_version, register_version
 
 if TYPE_CHECKING:
     from corpus_pipeline.progress import Reporter
+
+
+@dataclass
+class KBIndexSummary:
+    kb: str
+    strategy_version: str
+    status: str = "ok"  # ok | failed | busy (another process was writing the KB; nothing done)
+    up_to_date: bool = False  # nothing had changed: no run was needed
+    reason: str = ""
+    active_version: str | None = None
+    partitions_run: list[str] = field(default_factory=list)
+    documents: int = 0
+    documents_parsed: int = 0
+    documents_reused: int = 0
+    failed_documents: list[dict[str, str]] = field(default_factory=list)
+    skipped_entries: list[dict[str, str]] = field(default_factory=list)  # {path, reason}: symlinks, unreadable, ...
+    skipped_count: int = 0
+    documents_chunked: int = 0
+    parent_blocks: int = 0
+    child_chunks: int = 0
+    recut_chunks: int = 0  # chunks cut again to fit the embedding model's window (this run)
+    embedded: int = 0
+    reused: int = 0  # chunks whose vectors came from the cache
+    checks_failed: list[dict[str, Any]] = field(default_factory=list)  # {asset, partition, check, severity, message}
+    runs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def warnings(self) -> list[dict[str, Any]]:
+        """The failed checks of severity WARN (the version is built and searchable)."""
+        return [c for c in self.checks_failed if c.get("severity") != "ERROR"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "warnings": len(self.warnings)}
+
 
 #: The entry-point group indexers are found in, and the one used when none is installed.
 ENTRY_POINTS = "corpus_pipeline.indexers"
@@ -77,13 +118,32 @@ def current_indexer() -> Indexer:
     return loaded
 
 
-def plan(layout: Layout, names: Sequence[str]) -> list[tuple[KnowledgeBase, str]]:
-    """Every KB's configuration validated (all before any is registered), then each
-    registered: the (KB, strategy version) pairs to index."""
+def plan(layout: Layout, names: Sequence[str]) -> tuple[list[tuple[KnowledgeBase, str]], list[KBIndexSummary]]:
+    """Each KB's configuration validated, then registered: the (KB, strategy version) pairs
+    to index, and a summary of status ``invalid`` for each KB whose configuration is refused
+    (nothing of it written)."""
     if not names:
         raise ConfigError(f"no knowledge bases under {layout.kbs}: make a folder there with your documents in it.")
-    kbs = [resolve_kb(layout.kb_dir(n)) for n in names]
-    return [(kb, register_version(layout, kb)) for kb in kbs]
+    valid: list[KnowledgeBase] = []
+    refused: list[KBIndexSummary] = []
+    for name in names:
+        try:
+            valid.append(resolve_kb(layout.kb_dir(name)))
+        except ConfigError as exc:
+            if len(names) == 1:
+                raise
+            refused.append(
+                KBIndexSummary(name, "", status="invalid", reason="invalid configuration", error=str(exc),
+                               active_version=_active(layout, name))
+            )  # fmt: skip
+    return [(kb, register_version(layout, kb)) for kb in valid], refused
+
+
+def _active(layout: Layout, name: str) -> str | None:
+    try:
+        return active_version(layout, name)
+    except (ConfigError, ValueError):
+        return None
 
 
 def index(
@@ -96,7 +156,12 @@ def index(
     workers: int = 1,
     indexer: Indexer | None = None,
 ) -> list[Any]:
-    """Bring the KBs ``names`` up to date (``corpus index``): one summary per KB."""
-    planned = plan(layout, names)
-    run = indexer if indexer is not None else current_indexer()
-    return run(layout, planned, force=force, wait=wait, reporter=reporter, workers=workers)
+    """Bring the KBs ``names`` up to date (``corpus index``): one summary per KB, in the
+    order asked (an invalid one's of status ``invalid``, the others indexed)."""
+    planned, refused = plan(layout, names)
+    done: list[Any] = []
+    if planned:
+        run = indexer if indexer is not None else current_indexer()
+        done = run(layout, planned, force=force, wait=wait, reporter=reporter, workers=workers)
+    by_kb = {s.kb: s for s in [*done, *refused]}
+    return [by_kb[n] for n in names if n in by_kb]

@@ -76,6 +76,11 @@ def version_inputs(kb: KnowledgeBase) -> dict[str, Any]:
     return inputs
 
 
+#: The longest version name: it names files, folders, tables and Dagster partition keys. The
+#: plan's codes are cut past it; the digest, which hashes everything, stays and keeps it unique.
+MAX_VERSION_CHARS = 48
+
+
 def strategy_version(kb: KnowledgeBase) -> str:
     blob = json.dumps(version_inputs(kb), sort_keys=True, ensure_ascii=True, separators=(",", ":"))
     digest = hashlib.sha256(blob.encode()).hexdigest()[:8]
@@ -85,6 +90,8 @@ def strategy_version(kb: KnowledgeBase) -> str:
     prefix = "c" + _abbrev(plan.child)
     if plan.parent:
         prefix = "p" + _abbrev(plan.parent) + "-" + prefix
+    if len(prefix) + 1 + len(digest) > MAX_VERSION_CHARS:  # (a plan of many steps: the digest names it)
+        prefix = prefix[: MAX_VERSION_CHARS - len(digest) - 1].rstrip("-")
     return f"{prefix}-{digest}"
 
 

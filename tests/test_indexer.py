@@ -58,15 +58,20 @@ def test_the_library_registers_the_versions_and_hands_them_to_the_engine(corpus_
     assert [s.kb for s in out] == ["one", "two"]
 
 
-def test_an_invalid_kb_yaml_never_reaches_the_engine_and_registers_nothing(corpus_home: Path) -> None:
+def test_an_invalid_kb_yaml_is_reported_and_registers_nothing_while_the_others_are_indexed(corpus_home: Path) -> None:
     _kb(corpus_home, "good")
     _kb(corpus_home, "bad", "chunking:\n  plan: PARENT:NOPE\n")
     layout = Layout(corpus_home)
     engine = Recording()
-    with pytest.raises(ConfigError):
-        index(layout, ["good", "bad"], indexer=engine)
-    assert engine.calls == []
-    assert known_versions(layout, "good") == []  # all validated before any is registered
+    out = index(layout, ["bad", "good"], indexer=engine)
+    [(planned, _)] = engine.calls
+    assert [kb for kb, _ in planned] == ["good"]  # the invalid one never reaches the engine
+    assert [s.kb for s in out] == ["bad", "good"]  # (in the order asked)
+    assert out[0].status == "invalid" and "NOPE" in str(out[0].error) and "kb.yaml" in str(out[0].error)
+    assert known_versions(layout, "bad") == [] and known_versions(layout, "good") != []
+    with pytest.raises(ConfigError):  # asked for alone: the error itself
+        index(layout, ["bad"], indexer=engine)
+    assert len(engine.calls) == 1
 
 
 def test_kb_index_runs_the_installed_engine_else_the_entry_points(

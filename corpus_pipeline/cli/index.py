@@ -125,6 +125,9 @@ def _print_summaries(summaries: list[Any], as_json: bool) -> None:
         if s.status == "busy":
             print(f"{s.kb}: BUSY — {s.error}; active: {s.active_version}")
             continue
+        if s.status == "invalid":  # (nothing of it written; the other KBs were indexed)
+            print(f"{s.kb}: INVALID CONFIGURATION, not indexed — {s.error}; active: {s.active_version}")
+            continue
         mark = "up to date" if s.up_to_date else ("ok" if s.status == "ok" else "FAILED")
         warned = [c for c in s.checks_failed if c.get("severity") != "ERROR"]
         blocked = [c for c in s.checks_failed if c.get("severity") == "ERROR"]

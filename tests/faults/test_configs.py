@@ -1,0 +1,50 @@
+"""Configurations an attacker (or a generator) writes (issue 40): a 535-byte kb.yaml whose
+plan of 250 parent steps made the version name too long for a file name crashed `corpus
+index` with a traceback, and stopped every other KB from being indexed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from corpus_pipeline.kbconfig import resolve_kb
+from corpus_pipeline.versioning import MAX_VERSION_CHARS, strategy_version
+from faults.test_snapshots import CORPUS, _env
+
+pytestmark = pytest.mark.slow
+
+
+def _long_plan(steps: int) -> str:
+    return "chunking:\n  plan: 'PARENT:" + ",".join(["RECURSIVE"] * steps) + ";CHILD:RECURSIVE'\n"
+
+
+def test_a_plan_of_many_steps_gets_a_short_unique_version_name(tmp_path: Path) -> None:
+    names = set()
+    for steps in (240, 250):
+        kb = tmp_path / f"kb{steps}"
+        kb.mkdir()
+        (kb / "kb.yaml").write_text(_long_plan(steps))
+        v = strategy_version(resolve_kb(kb))
+        assert len(v) <= MAX_VERSION_CHARS and v.startswith("p") and v.replace("-", "").isalnum()
+        names.add(v)
+    assert len(names) == 2  # (cut names stay apart: the digest hashes the whole plan)
+
+
+def test_one_kbs_bad_or_long_config_never_stops_the_others(tmp_path: Path) -> None:
+    home = tmp_path / "corpus"
+    for name, yaml in (("long", _long_plan(250)), ("bad", "chunking:\n  plna: x\n"), ("good", "")):
+        d = home / "kbs" / name
+        d.mkdir(parents=True)
+        (d / "a.md").write_text(f"# {name}\n\nThe harbor opens at nine. Ships leave at noon.\n")
+        if yaml:
+            (d / "kb.yaml").write_text(yaml)
+    r = subprocess.run([CORPUS, "index", "--json"], env=_env(home), capture_output=True, text=True, timeout=900)
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 1  # (one KB was refused)
+    out = {s["kb"]: s for s in json.loads(r.stdout)}
+    assert out["bad"]["status"] == "invalid" and "plna" in out["bad"]["error"]
+    assert out["good"]["status"] == "ok" and out["good"]["child_chunks"] >= 1
+    assert out["long"]["status"] == "ok" and len(out["long"]["strategy_version"]) <= MAX_VERSION_CHARS
