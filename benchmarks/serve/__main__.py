@@ -3,10 +3,17 @@ each time) against one warm process, in process (`corpus_pipeline.open_kb`) and 
 (`corpus serve`: POST /search and Dify's POST /retrieval), on the bundled sample KBs.
 
     .venv/bin/python -m benchmarks.serve [--home DIR] [--rounds 3] [--cli-queries 3]
+                                         [--clients 1,4,16] [--load-seconds 20]
 
 Indexes the two bundled KBs into ``--home`` (a temporary folder by default; an existing
 one with both KBs indexed is reused), then asks each KB's ``questions.jsonl`` ``--rounds``
-times. Prints JSON; RESULTS.md holds the latest figures.
+times. Then the load: ``corpus serve`` started as users start it (its own process), and
+``--clients`` concurrent clients (each its own keep-alive connection, in threads of this
+process) asking the English KB's questions in turn for ``--load-seconds`` each (after 2 s
+not counted): requests/s, p50,
+p95, errors per level, and the issue's targets (4 clients at least 1.8x the requests/s of
+one; 16 clients' p95 at most 4x one client's p50). Prints JSON; RESULTS.md holds the latest
+figures.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ def main() -> None:
     ap.add_argument("--home")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cli-queries", type=int, default=3)
+    ap.add_argument("--clients", default="1,4,16", help="concurrency levels of the load, comma-separated")
+    ap.add_argument("--load-seconds", type=float, default=20.0, help="seconds of load per level (0: no load)")
     args = ap.parse_args()
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="bench-serve-")) / "corpus"
     env = {**os.environ, "CORPUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "HF_HUB_OFFLINE": "1"}
@@ -135,8 +144,100 @@ def main() -> None:
     out["cli_over_http_p50_ratio"] = round(
         out["cli_per_query"]["p50_ms"] / statistics.median([x for v in http.values() for x in v]), 1
     )
+    if args.load_seconds > 0:
+        out["load"] = _load_test(home, env, [int(c) for c in args.clients.split(",")], args.load_seconds)
     out["machine"]["load_avg_end"] = os.getloadavg()
     print(json.dumps(out, indent=2))
+
+
+def _load_test(home: Path, env: dict[str, str], levels: list[int], seconds: float) -> dict[str, Any]:
+    """``corpus serve`` in its own process, loaded by ``levels`` concurrent clients in turn."""
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [CORPUS, "serve", "--port", str(port), "--rate", "0"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    asks = [(KBS[0], q) for q in _questions(home, KBS[0])]  # (one KB: what its searches share)
+    try:
+        t0 = time.monotonic()
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() - t0 > 120:
+                sys.exit(f"corpus serve did not start: {proc.stderr.read() if proc.stderr else ''}")
+            time.sleep(0.2)
+        with httpx.Client(timeout=120) as c:  # warm: each KB's searcher and the model
+            for kb in KBS:
+                c.post(f"{url}/search", json={"query": _questions(home, kb)[0], "kb": kb}).raise_for_status()
+        out: dict[str, Any] = {}
+        for n in levels:
+            out[str(n)] = _level(url, asks, n, seconds)
+        one, four, sixteen = out.get("1"), out.get("4"), out.get("16")
+        if one and four:
+            out["rps_4_over_1"] = round(four["rps"] / one["rps"], 2)
+        if one and sixteen:
+            out["p95_16_over_p50_1"] = round(sixteen["p95_ms"] / one["p50_ms"], 2)
+        return out
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+WARM_S = 2.0
+
+
+def _level(url: str, asks: list[tuple[str, str]], clients: int, seconds: float) -> dict[str, Any]:
+    import httpx
+
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    errors = [0] * clients
+    start = threading.Barrier(clients + 1)
+    stop = threading.Event()
+
+    def client(i: int) -> None:
+        with httpx.Client(timeout=120) as c:
+            start.wait()
+            j = i
+            while not stop.is_set():
+                kb, q = asks[j % len(asks)]
+                j += clients
+                t = time.perf_counter()
+                try:
+                    ok = c.post(f"{url}/search", json={"query": q, "kb": kb}).status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                if ok:
+                    latencies[i].append((time.perf_counter() - t) * 1e3)
+                else:
+                    errors[i] += 1
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    start.wait()
+    time.sleep(WARM_S)  # (not counted: the level's first requests)
+    for lat, i in zip(latencies, range(clients), strict=True):
+        lat.clear()
+        errors[i] = 0
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(120)
+    wall = time.perf_counter() - t0
+    every = [x for lat in latencies for x in lat]
+    return {"clients": clients, "requests": len(every), "rps": round(len(every) / wall, 1),
+            **{k: v for k, v in _summary(every).items() if k != "n"}, "errors": sum(errors)}  # fmt: skip
 
 
 def _cpu() -> str:

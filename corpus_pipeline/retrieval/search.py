@@ -29,6 +29,7 @@ import numpy as np
 from upath import UPath
 
 from corpus_pipeline.embedding import Embedder, EmbeddingConfig, embedding_config, open_embedder
+from corpus_pipeline.embedding.batching import query_batcher
 from corpus_pipeline.embedding.tokens import token_counter_for
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.keywords import keyword_text
@@ -332,7 +333,7 @@ class Searcher:
                 f"(above search.max_unknown_token_share = {self.settings.max_unknown_token_share})"
             )
             return [], None
-        vec = np.asarray(self.embedder.embed_queries([query])[0], dtype=np.float32)
+        vec = query_batcher(self.embedder).embed(query)  # (batched with concurrent searches' queries)
         if keep is not None:
             keep.append(vec)
         if self.vector_mean is not None and self.vector_mean.shape == vec.shape:

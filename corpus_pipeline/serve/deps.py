@@ -36,13 +36,14 @@ def is_public(path: str) -> bool:
 
 
 class KBRegistry:
-    """The open KBs of one CORPUS_HOME (opened on first use, kept open)."""
+    """The open KBs of one CORPUS_HOME (opened on first use, kept open). Searches of one KB
+    run in parallel (FastAPI's thread pool): a searcher is safe to share, and the query
+    embeddings of concurrent searches are batched (``embedding.batching``)."""
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self._kbs: dict[str, KB] = {}
         self._lock = threading.Lock()
-        self.search_locks: dict[str, threading.Lock] = {}  # one search at a time per KB (one model, one table)
 
     def names(self) -> list[str]:
         return self.layout.list_kbs()
@@ -53,7 +54,6 @@ class KBRegistry:
         with self._lock:
             if name not in self._kbs:
                 self._kbs[name] = KB(name, self.layout.home)
-                self.search_locks[name] = threading.Lock()
             return self._kbs[name]
 
     def close(self) -> None:

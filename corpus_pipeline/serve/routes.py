@@ -72,8 +72,7 @@ def versions(handle: Annotated[KB, Depends(kb_of_path)]) -> list[dict[str, Any]]
 def search(req: SearchRequest, request: Request) -> dict[str, Any]:
     handle = open_kb(request, req.kb)
     try:
-        with server(request).registry.search_locks[req.kb]:
-            result = handle.search(req.query, top_k=req.top_k, filters=req.filters, version=req.version)
+        result = handle.search(req.query, top_k=req.top_k, filters=req.filters, version=req.version)
     except (ConfigError, ValueError) as exc:
         raise HttpError(422, "invalid_request", mask(str(exc))[:1000]) from None
     except StoreError as exc:
@@ -104,8 +103,7 @@ def retrieval(req: DifyRequest, request: Request) -> dict[str, Any]:
     handle = registry.get(req.knowledge_id)
     setting = req.retrieval_setting
     try:
-        with registry.search_locks[req.knowledge_id]:
-            result = handle.search(req.query, top_k=setting.top_k)
+        result = handle.search(req.query, top_k=setting.top_k)
     except StoreError as exc:
         raise HttpError(
             404, "not_indexed", f"The knowledge is not indexed yet: {mask(str(exc))[:300]}", dify_code=2001

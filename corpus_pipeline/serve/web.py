@@ -628,9 +628,8 @@ def fragment_search(
     registry = server(request).registry
     try:
         handle = registry.get(kb)
-        with registry.search_locks[kb]:
-            result = handle.search(q, top_k=top_k, version=v)
-            data = result.to_dict()
+        result = handle.search(q, top_k=top_k, version=v)
+        data = result.to_dict()
     except KeyError:
         raise HttpError(404, "kb_not_found", f"no knowledge base {kb!r}") from None
     except (ConfigError, ValueError) as exc:

@@ -218,3 +218,26 @@ def test_corpus_serve_starts_and_answers(home: Path) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_concurrent_searches_of_one_kb_run_in_parallel_and_answer_as_one_at_a_time(served: str) -> None:
+    """No lock around a search: 16 clients at once, four questions; every answer is the one
+    the question gets alone (the query embeddings are batched, the table read concurrently)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    questions = [
+        "Which port does the web console listen on?",
+        "how long are snapshots kept",
+        "CPU 使用率持续超过 85% 怎么排查",
+        "restore a single file",
+    ]
+
+    def ask(q: str) -> list[str]:
+        r = httpx.post(f"{served}/search", json={"query": q, "kb": "tiny", "top_k": 3}, headers=_auth(), timeout=120)
+        assert r.status_code == 200, r.text
+        return [x["parent_id"] for x in r.json()["results"]]
+
+    alone = {q: ask(q) for q in questions}
+    with ThreadPoolExecutor(16) as pool:
+        together = list(pool.map(ask, [questions[i % 4] for i in range(48)]))
+    assert together == [alone[questions[i % 4]] for i in range(48)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Sequence
 
 from corpus_pipeline.errors import ModelError
@@ -29,10 +30,12 @@ class CrossEncoderReranker:
             raise ModelError(f"cannot load the CrossEncoder at {folder}: {exc}") from exc
         self.config = config
         self.name = config.model
+        self._lock = threading.Lock()
 
     def scores(self, query: str, documents: Sequence[str]) -> list[float]:
         pairs = [(query, d[: self.config.max_chars]) for d in documents]
-        values = self._model.predict(pairs, show_progress_bar=False, convert_to_numpy=True)
+        with self._lock:  # (one forward pass at a time: its tokenizer must not run in two threads)
+            values = self._model.predict(pairs, show_progress_bar=False, convert_to_numpy=True)
         return [float(v) for v in values.reshape(len(documents), -1)[:, -1]]
 
     def close(self) -> None:
