@@ -135,7 +135,9 @@ def _built(layout: Layout, kb: str, version: str) -> bool:
         snap: Snapshot | None = resolve(layout, kb, version)
     except SnapshotNotFound:
         snap = None
-    return missing_from_build(layout, kb, version, snap) is None and snap is not None and snap.has("child_chunks")
+    if snap is None or missing_from_build(layout, kb, version, snap) is not None:
+        return False
+    return SnapshotReader(snap).has("children")
 
 
 def documents(layout: Layout, kb: str, version: str) -> list[dict[str, Any]]:

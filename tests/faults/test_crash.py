@@ -230,7 +230,7 @@ def test_two_kills_during_chunking_do_not_wedge_the_next_kb(built, tmp_path):
     # Enough documents that a chunk batch is still running when the test sees it start
     # (a batch of 8 can end before the kill), in one batch (--workers 1).
     _write_kb(home, "kb", docs=240, child=260)
-    _write_kb(home, "second", docs=240)
+    _write_kb(home, "second", docs=480, child=260)  # (long enough a batch to be seen holding its slot under load)
     _write_kb(home, "other", docs=2)
     with _instance(home) as inst:
         known = {r.run_id for r in inst.get_runs()}
