@@ -67,8 +67,10 @@ class ChunkingConfig(_Strict):
 
 
 class RetentionConfig(_Strict):
-    """``retention:`` — how many strategy versions of the KB are kept (the active one
-    always is); older ones are retired, Parquet and LanceDB alike. Not part of the version."""
+    """``retention:`` — how many built strategy versions of the KB are kept (the active one
+    always, counted first); older ones are retired, Parquet and LanceDB alike. A version
+    that was never built does not count, and is purged once a newer one is built
+    (``store.versions.failed_versions``). Not part of the version."""
 
     keep_versions: int = Field(2, ge=1, le=100)
 

@@ -219,7 +219,7 @@ def run_ui(args: argparse.Namespace) -> int:
 def run_doctor(args: argparse.Namespace) -> int:
     from corpus_pipeline.cli import print_json
     from corpus_pipeline.instance import prepare_dagster_home
-    from corpus_pipeline.store.versions import active_version, current_version
+    from corpus_pipeline.store.versions import active_version, yielded_version
 
     layout = Layout.from_env()
     home = prepare_dagster_home(layout)
@@ -236,11 +236,15 @@ def run_doctor(args: argparse.Namespace) -> int:
             f"--fail {unknown_ids[0]}: no unfinished run or slot holder with that id (see `corpus doctor`)"
         )
     kbs = []
-    for name in layout.list_kbs():
-        act, cur = active_version(layout, name), current_version(layout, name)
-        if cur is not None and act != cur:
-            kbs.append({"kb": name, "active": act, "current": cur,
-                        "fix": f"corpus index --kb {name}"})  # fmt: skip
+    for name in layout.list_kbs():  # (kb.yaml as it is now, not as the last index saw it)
+        act = active_version(layout, name)
+        try:
+            cur, error = yielded_version(layout, name), None
+        except ConfigError as exc:
+            cur, error = None, str(exc)
+        if cur != act:
+            kbs.append({"kb": name, "active": act, "current": cur, "error": error,
+                        "fix": f"corpus index --kb {name}" if error is None else "fix kb.yaml, then corpus index"})  # fmt: skip
     actions = health.repair(instance, report, fail=tuple(args.fail)) if (args.repair or args.fail) else []
     problems = report.problems
     if args.json:
@@ -256,9 +260,13 @@ def run_doctor(args: argparse.Namespace) -> int:
         slots = f"; holds {', '.join(r.slots)}" if r.slots else ""
         print(f"  run {r.run_id} {r.job} {r.partition} {r.status}: {r.state} — {r.reason}{slots}")
     for k in kbs:
-        print(
-            f"  kb {k['kb']}: active {k['active'] or '(none yet)'} but kb.yaml yields {k['current']}: run `{k['fix']}`"
-        )
+        if k["error"]:
+            print(f"  kb {k['kb']}: active {k['active'] or '(none yet)'}; its kb.yaml is invalid: {k['error']}")
+        else:
+            print(
+                f"  kb {k['kb']}: active {k['active'] or '(none yet)'} but kb.yaml yields {k['current']}: "
+                f"run `{k['fix']}`"
+            )
     for line in actions:
         print(f"  repaired: {line}")
     if problems and not actions:

@@ -34,6 +34,7 @@ from corpus_pipeline.store.versions import (
     active_version,
     build_kb,
     current_version,
+    failed_versions,
     retire_version,
     set_active,
     versions_to_retire,
@@ -209,7 +210,8 @@ def publish_version(
 def activate_if_current(layout: Layout, kb: str, version: str) -> list[str]:
     """Make ``version`` the active one when kb.yaml yields it now (CURRENT) and its search
     table is built, then retire versions past ``retention.keep_versions``; returns the
-    retired ones. Called after a build, and when kb.yaml was reverted to a version that is
+    retired ones: built versions past ``keep_versions`` and older versions that were never
+    built (``failed_versions``: their text goes once a newer one is built). Called after a build, and when kb.yaml was reverted to a version that is
     already built (nothing to run, but search must serve what kb.yaml says). A built table
     means its blocking checks passed: ``search_index`` runs only after them."""
     if current_version(layout, kb) != version or not layout.search_table_dir(kb, version).is_dir():
@@ -218,7 +220,7 @@ def activate_if_current(layout: Layout, kb: str, version: str) -> list[str]:
         set_active(layout, kb, version)
     keep = build_kb(layout, kb, version).config.retention.keep_versions
     retired = []
-    for old in versions_to_retire(layout, kb, keep):
+    for old in [*versions_to_retire(layout, kb, keep), *failed_versions(layout, kb, version)]:
         retire_version(layout, kb, old)
         retired.append(old)
     return retired

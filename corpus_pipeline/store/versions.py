@@ -7,7 +7,8 @@ reads (ACTIVE), which one kb.yaml yields now (CURRENT), and retiring old ones.
     active_version / set_active                  what search reads
     list_versions / activate                     every version with its state; switch to a built one
     current_version                              what the last `corpus index` / sensor tick saw
-    versions_to_retire / retire_version          retention
+    versions_to_retire / retire_version          retention (built versions only)
+    failed_versions                              never-built versions a newer build supersedes
 
 A partition is always (re)built with its version's registered strategies, so a backfill of
 an old version or a run started from the UI builds exactly what the version's name promises.
@@ -161,11 +162,14 @@ def versions_by_age(layout: Layout, kb: str) -> list[str]:
 
 
 def versions_to_retire(layout: Layout, kb: str, keep: int) -> list[str]:
-    """Versions beyond the ``keep`` newest, never the active one."""
+    """Built versions beyond the ``keep`` newest built ones (the active one counted first,
+    never retired). A version that was never built (stopped by its checks, its run killed)
+    is not counted: it cannot displace a built rollback (see ``failed_versions``)."""
     active = active_version(layout, kb)
-    kept = [v for v in versions_by_age(layout, kb) if v == active]
+    built = [v for v in versions_by_age(layout, kb) if v == active or is_built(layout, kb, v)]
+    kept = [v for v in built if v == active]
     out = []
-    for v in versions_by_age(layout, kb):
+    for v in built:
         if v == active:
             continue
         if len(kept) < keep:
@@ -173,6 +177,37 @@ def versions_to_retire(layout: Layout, kb: str, keep: int) -> list[str]:
         else:
             out.append(v)
     return out
+
+
+def failed_versions(layout: Layout, kb: str, newer_than: str) -> list[str]:
+    """Versions registered before ``newer_than`` that were never built and are neither the
+    active nor the current one: their partitions hold text of a build that stopped (its
+    checks failed, its run was killed). They explain that failure until a newer version is
+    built; then they are purged (``activate_if_current``)."""
+    active, current = active_version(layout, kb), current_version(layout, kb)
+    when = version_info(layout, kb, newer_than).get("registered_at", "")
+    return [
+        v
+        for v in versions_by_age(layout, kb)
+        if v not in (active, current, newer_than)
+        and version_info(layout, kb, v).get("registered_at", "") <= when
+        and not is_built(layout, kb, v)
+    ]
+
+
+def is_built(layout: Layout, kb: str, version: str) -> bool:
+    """Whether ``version`` completed its build (see ``missing_from_build``)."""
+    try:
+        snap: Snapshot | None = resolve(layout, kb, version)
+    except SnapshotNotFound:
+        snap = None
+    return missing_from_build(layout, kb, version, snap) is None
+
+
+def yielded_version(layout: Layout, kb: str) -> str:
+    """The version kb.yaml yields as it is now (``ConfigError`` when it does not load);
+    ``current_version`` is what the last index saw."""
+    return strategy_version(resolve_kb(layout.kb_dir(kb)))
 
 
 def retire_version(layout: Layout, kb: str, version: str) -> None:
@@ -231,7 +266,7 @@ def list_versions(layout: Layout, kb: str) -> list[dict[str, Any]]:
     check_kb_name(kb)
     active = active_version(layout, kb)
     try:
-        current = strategy_version(resolve_kb(layout.kb_dir(kb)))
+        current = yielded_version(layout, kb)
     except ConfigError:
         current = None
     out = []
