@@ -44,6 +44,7 @@ MIN_PARENT_CHARS = 200
 PASSAGE_MARGIN = 150
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_SPACE = re.compile(r"\s")
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ class Evidence:
 
 def is_chinese(text: str) -> bool:
     """Whether at least a fifth of the visible characters of ``text`` are Han."""
-    visible = sum(1 for c in text[:2000] if not c.isspace())
-    return visible > 0 and len(_CJK.findall(text[:2000])) * 5 >= visible
+    head = text[:2000]
+    visible = len(head) - len(_SPACE.findall(head))  # (a regex: a loop over characters cost ~3 ms a search)
+    return visible > 0 and len(_CJK.findall(head)) * 5 >= visible
 
 
 def image_marker(text: str) -> str:

@@ -19,7 +19,9 @@ of the server in it (``serve.errors``: the one table from library errors to answ
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -27,7 +29,7 @@ from fastapi import FastAPI
 
 from corpus_pipeline.serve import errors, routes
 from corpus_pipeline.serve.deps import Server
-from corpus_pipeline.serve.limits import BodyLimit, RateLimiter
+from corpus_pipeline.serve.limits import RateLimiter, RequestGuard
 from corpus_pipeline.store.layout import Layout
 
 API_KEYS_ENV = "CORPUS_API_KEYS"
@@ -45,14 +47,33 @@ def create_app(
     max_body_bytes: int = 64 * 1024,
     rate_per_s: float = 20.0,
     burst: int = 40,
+    key_rate_per_s: float = 0.0,
+    key_burst: int = 0,
+    body_timeout: float = 10.0,
+    warm: bool = False,
 ) -> FastAPI:
     """The HTTP app over ``home`` (default ``$CORPUS_HOME``). ``api_keys``: None reads
-    ``CORPUS_API_KEYS``; [] means no key is required (bind to 127.0.0.1 then)."""
+    ``CORPUS_API_KEYS``; [] means no key is required (bind to 127.0.0.1 then). Rates are
+    token buckets per client address and per key (0: none). With ``warm``, every KB with
+    an active version is opened and searched once at start, in the background, and
+    ``/readyz`` answers 503 until that is done."""
     keys = api_keys_from_env() if api_keys is None else list(api_keys)
-    server = Server(Layout.at(home), keys, RateLimiter(rate_per_s, burst))
+    server = Server(
+        Layout.at(home),
+        keys,
+        RateLimiter(rate_per_s, burst),
+        RateLimiter(key_rate_per_s, key_burst or max(1, int(2 * key_rate_per_s))),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        from corpus_pipeline.serve.protocol import mark_stopping_on_signals
+
+        mark_stopping_on_signals()
+        if warm:
+            threading.Thread(target=server.warm, name="corpus-serve-warm", daemon=True).start()
+        else:
+            server.ready.set()
         yield
         server.registry.close()
 
@@ -71,8 +92,20 @@ def create_app(
     from corpus_pipeline.serve.web import mount_web  # the web page at /
 
     mount_web(app)
-    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)  # (outermost: before anything reads the body)
+    app.add_middleware(RequestGuard, max_bytes=max_body_bytes, body_timeout=body_timeout)  # (outermost)
     return app
+
+
+#: How ``corpus serve --workers N`` hands its settings to each worker process.
+SETTINGS_ENV = "CORPUS_SERVE_SETTINGS"
+
+
+def app_from_env() -> FastAPI:
+    """The app of one worker of ``corpus serve --workers N`` (uvicorn's factory): the
+    keyword arguments of ``create_app`` as JSON in ``CORPUS_SERVE_SETTINGS``, the keys
+    from ``CORPUS_API_KEYS`` (never in the settings)."""
+    settings = json.loads(os.environ.get(SETTINGS_ENV) or "{}")
+    return create_app(**settings)
 
 
 def check_bind(host: str, keys: list[str]) -> str | None:

@@ -11,6 +11,7 @@ router guarded by ``GUARDED``.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import threading
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from corpus_pipeline.store.layout import Layout
 
 #: The paths answered without a key, and the prefix of the page's static files. Every
 #: other route is on a router guarded by ``GUARDED`` (tests/serve/test_fast.py checks each).
-PUBLIC = ("/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/")
+PUBLIC = ("/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/")
 PUBLIC_PREFIX = "/ui/static/"
 
 
@@ -63,17 +64,46 @@ class KBRegistry:
             self._kbs.clear()
 
 
+#: Set when this process was asked to stop (``serve.protocol.GracefulServer``): ``/readyz``
+#: answers 503 while the requests in flight finish.
+STOPPING = threading.Event()
+
+
 @dataclass
 class Server:
-    """What every request of one app reads (``app.state.server``)."""
+    """What every request of one app reads (``app.state.server``). ``limiter`` is the
+    bucket per client address, ``key_limiter`` the one per key (a key shared by many
+    addresses, or a client rotating addresses, is bounded by it)."""
 
     layout: Layout
     keys: list[str]
     limiter: RateLimiter
+    key_limiter: RateLimiter = field(default_factory=lambda: RateLimiter(0, 0))
     registry: KBRegistry = field(init=False)
+    ready: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self.registry = KBRegistry(self.layout)
+
+    def warm(self) -> None:
+        """Open every KB that has an active version and run its two search channels once
+        (the model, the table, the parents load now, not in the first user's request; no
+        reranker or LLM is called), then mark the server ready. A KB that fails here
+        answers its error to its own requests."""
+        from corpus_pipeline.store.versions import active_version
+
+        try:
+            for name in self.registry.names():
+                if STOPPING.is_set():
+                    return
+                if active_version(self.layout, name) is None:
+                    continue
+                try:
+                    self.registry.get(name).searcher().candidates("warm up")
+                except Exception:  # noqa: BLE001 - its requests answer the error
+                    continue
+        finally:
+            self.ready.set()
 
     @property
     def auth_required(self) -> bool:
@@ -85,6 +115,12 @@ class Server:
             return None
         given = header[7:].strip().encode()
         return any(hmac.compare_digest(given, k.encode()) for k in self.keys)
+
+
+def key_id(header: str) -> str:
+    """A name for the key of a (valid) Bearer header in the key buckets: a digest, never
+    the key."""
+    return "key:" + hashlib.sha256(header[7:].strip().encode()).hexdigest()[:16]
 
 
 def server(request: Request) -> Server:
@@ -110,6 +146,8 @@ def authorized(request: Request) -> None:
         )
     if not ok:
         raise HttpError(403, "forbidden", "authorization failed: unknown key", dify_code=1002)
+    if not s.key_limiter.allow(key_id(request.headers["authorization"])):
+        raise HttpError(429, "rate_limited", "too many requests with this key: slow down", dify_code=429)
 
 
 #: The dependencies of every router that answers data.

@@ -1,75 +1,136 @@
-"""Bounds every request meets before a route runs: its body's size, its client's rate.
+"""Bounds every request meets before a route runs: its body's size, time and shape, its
+client's and its key's rate.
 
-``BodyLimit`` is the outermost layer of the app: a declared ``Content-Length`` over the
-limit is answered 413 before anything is read, and a body without one (chunked) or with a
-lying one is counted as it streams and cut off at the limit, so no request makes the
-server hold more than ``max_bytes`` of body. ``RateLimiter`` is a token bucket per client
-address (``serve.deps.rate_limited`` applies it).
+``RequestGuard`` is the outermost layer of the app (size, time, JSON shape: see it).
+``RateLimiter`` is a token bucket per name: ``serve.deps`` keeps one per client address
+and one per key, and a request must pass both.
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 import threading
 import time
 from typing import Any
 
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from corpus_pipeline.serve.errors import error_body
 
+#: JSON bodies: nesting deeper than this, or more values than ``MAX_JSON_VALUES``, is
+#: refused before it is parsed (a 64 KB body of ``[[[[…`` made the parser recurse 32,000
+#: deep; no request of the API nests more than 4).
+MAX_JSON_DEPTH = 32
+MAX_JSON_VALUES = 4096
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKETS = re.compile(rb"[\[\]{}]")
 
-class BodyTooLarge(StarletteHTTPException):
-    """Raised from the body's stream at the limit: a route reading its body answers 413
-    through the app's handler of HTTP errors (FastAPI lets an ``HTTPException`` through)."""
 
-    def __init__(self, max_bytes: int) -> None:
-        super().__init__(413, f"request body over {max_bytes} bytes")
+def json_shape_error(body: bytes) -> str | None:
+    """Why a JSON body is refused before parsing (None: within the bounds). Strings are cut
+    out first, so brackets inside them do not count."""
+    bare = _JSON_STRING.sub(b'""', body)
+    if bare.count(b",") + 1 > MAX_JSON_VALUES:
+        return f"JSON with more than {MAX_JSON_VALUES} values"
+    depth = 0
+    for b in _JSON_BRACKETS.findall(bare):
+        depth += 1 if b in (b"[", b"{") else -1
+        if depth > MAX_JSON_DEPTH:
+            return f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+    return None
 
 
-class BodyLimit:
-    """Refuses a request body over ``max_bytes`` (413, in the route's error shape)."""
+class RequestGuard:
+    """The outermost layer of the app: what a request's body may be before a route sees it.
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    - Size: a declared ``Content-Length`` over ``max_bytes`` is answered 413 before anything
+      is read; a body without one (chunked) or with a lying one is counted as it streams and
+      cut off at the limit, so no request makes the server hold more than ``max_bytes``.
+    - Time: the whole body must arrive within ``body_timeout`` seconds (408 otherwise): a
+      client trickling a byte at a time holds nothing for long. (Headers have their own
+      deadline in ``serve.protocol``.)
+    - Shape: a JSON body nested deeper than ``MAX_JSON_DEPTH`` or with more than
+      ``MAX_JSON_VALUES`` values is refused 400 before it is parsed.
+
+    A request with a body is read whole here (it is at most ``max_bytes``) and handed on."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, body_timeout: float = 10.0) -> None:
+        self.app, self.max_bytes, self.body_timeout = app, max_bytes, body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await self._refuse(scope, receive, send)
+            await self._refuse(scope, receive, send, 413, "body_too_large", f"request body over {self.max_bytes} bytes")
             return
-        seen = 0
-        started = False
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise BodyTooLarge(self.max_bytes)
-            return message
-
-        async def sending(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        if declared in (None, b"0") and b"transfer-encoding" not in headers:
+            await self.app(scope, receive, send)  # (no body)
+            return
         try:
-            await self.app(scope, counted, sending)
-        except BodyTooLarge:
-            if not started:
-                await self._refuse(scope, receive, send)
+            body = await asyncio.wait_for(self._read(receive), self.body_timeout)
+        except TimeoutError:
+            await self._refuse(
+                scope,
+                receive,
+                send,
+                408,
+                "request_timeout",
+                f"request body not received within {self.body_timeout:g} s",
+            )
+            return
+        except _TooLarge:
+            await self._refuse(scope, receive, send, 413, "body_too_large", f"request body over {self.max_bytes} bytes")
+            return
+        except _Gone:
+            return
+        if b"json" in headers.get(b"content-type", b""):
+            why = json_shape_error(body)
+            if why is not None:
+                await self._refuse(scope, receive, send, 400, "invalid_request", f"request body refused: {why}")
+                return
+        sent = False
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # (a disconnect)
+
+        await self.app(scope, replay, send)
+
+    async def _read(self, receive: Receive) -> bytes:
+        parts: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Gone
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_bytes:
+                raise _TooLarge
+            parts.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(parts)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, status: int, code: str, message: str) -> None:
         dify = scope.get("path") == "/retrieval"
-        response = error_body(
-            413, "body_too_large", f"request body over {self.max_bytes} bytes", dify=dify, dify_code=413
-        )
+        response = error_body(status, code, message, dify=dify, dify_code=status)
+        response.headers["connection"] = "close"  # (what is left of the body is not read)
         await response(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Gone(Exception):
+    pass
 
 
 class RateLimiter:

@@ -1,6 +1,7 @@
 """The JSON API's routes (the page's are in ``serve.web``): module-level routers.
 
     GET  /healthz                  liveness, the KBs found (no key)
+    GET  /readyz                   readiness: 503 while the models load and while stopping (no key)
     GET  /kbs                      the knowledge bases and their active versions
     GET  /kbs/{kb}/versions        every version (active, current, built, counts)
     POST /search                   {query, kb, top_k?, filters?, version?} -> the JSON of `corpus search --json`
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from corpus_pipeline.api import KB
 from corpus_pipeline.errors import ConfigError, CorpusError, StoreError
@@ -43,6 +44,22 @@ api = APIRouter(dependencies=GUARDED, responses=errors(401, 403, 413, 429, 500))
 def healthz(request: Request) -> dict[str, Any]:
     s = server(request)
     return {"status": "ok", "kbs": len(s.registry.names()), "auth": s.auth_required}
+
+
+@public.get(
+    "/readyz",
+    summary="readiness: 200 once the KBs' models and tables are loaded, 503 while starting or stopping",
+    response_model=Health,
+    responses={503: {"model": Health}},
+)
+def readyz(request: Request, response: Response) -> dict[str, Any]:
+    from corpus_pipeline.serve.deps import STOPPING
+
+    s = server(request)
+    status = "stopping" if STOPPING.is_set() else "ready" if s.ready.is_set() else "starting"
+    if status != "ready":
+        response.status_code = 503
+    return {"status": status, "kbs": len(s.registry.names()), "auth": s.auth_required}
 
 
 @api.get("/kbs", summary="knowledge bases and their active versions", response_model=list[KBSummary])

@@ -107,7 +107,7 @@ def test_openapi_describes_every_answer(client: TestClient) -> None:
         for method, op in ops.items():
             ok = op["responses"]["200"]["content"]["application/json"]["schema"]
             assert "$ref" in ok or ok.get("type") == "array", (method, path, ok)
-            if path != "/healthz":
+            if path not in ("/healthz", "/readyz"):  # (the probes: public)
                 for status in ("401", "403", "413", "429"):
                     assert status in op["responses"], (method, path, status)
     schemas = spec["components"]["schemas"]
@@ -115,3 +115,25 @@ def test_openapi_describes_every_answer(client: TestClient) -> None:
     assert paths["/retrieval"]["post"]["responses"]["404"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/DifyErrorBody"
     }
+
+
+def test_readiness_is_503_while_starting_and_while_stopping(home: Path) -> None:
+    from corpus_pipeline.serve.deps import STOPPING
+
+    app = create_app(home, api_keys=["k"], warm=True)
+    server = app.state.server
+    with TestClient(app) as c:
+        assert c.get("/healthz").status_code == 200  # (liveness: up, whatever the readiness)
+        server.ready.wait(60)  # (the warm-up thread: no KB with an active version here)
+        assert c.get("/readyz").json()["status"] == "ready"
+        server.ready.clear()
+        r = c.get("/readyz")
+        assert (r.status_code, r.json()["status"]) == (503, "starting")
+        server.ready.set()
+        STOPPING.set()
+        try:
+            r = c.get("/readyz")
+            assert (r.status_code, r.json()["status"]) == (503, "stopping")
+        finally:
+            STOPPING.clear()
+        assert c.get("/readyz").status_code == 200
