@@ -219,6 +219,11 @@ def repair_dead_runs(instance: DagsterInstance) -> list[str]:
     return repair(instance, inspect(instance))
 
 
+def live_run_ids(instance: DagsterInstance) -> set[str]:
+    """The unfinished runs of every KB that are not provably dead (queued ones included)."""
+    return {h.run_id for h in inspect(instance).runs if h.state not in ("dead", "finished")}
+
+
 def live_runs_of(instance: DagsterInstance, kb: str) -> list[RunHealth]:
     """Unfinished runs of one KB, other than this process's, that are not provably dead
     (queued runs included: the daemon will start them)."""

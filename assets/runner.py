@@ -36,6 +36,7 @@ from corpus_pipeline.store.drop import collect_images
 from corpus_pipeline.store.layout import Layout
 from corpus_pipeline.store.locks import KBBusyError, kb_lock
 from corpus_pipeline.store.parquet import read_manifest
+from corpus_pipeline.store.staging import remove_dead_staging
 from corpus_pipeline.store.versions import active_version, register_version
 
 # Progress and failures are printed by corpus itself (below); Dagster's console logger
@@ -283,6 +284,11 @@ def _index_kb_locked(
     say = reporter.line
     home = str(layout.home)
     summary = KBIndexSummary(kb.name, version)
+    # The KB's lock is held and no other run of it is live (waited for above): any staging
+    # folder of the KB is a dead run's (kill -9), holding document text. Removed first.
+    dead = remove_dead_staging(layout, kb.name)
+    if dead:
+        say(f"  removed the staged batches of {len(dead)} dead run(s) of {kb.name}: {', '.join(dead)}")
     register_partitions(instance, kb.name, version)
     discovered = indexing.discover_documents(kb).table
     fresh = freshness.check(layout, kb, version, discovered)

@@ -1,12 +1,13 @@
 """The IO manager of the batches between a fanned-out asset's steps (plan → batch →
 merge): pickles under ``warehouse/staging/<run_id>/``, which every step of the run reads,
 in whichever process or on whichever worker it runs (CORPUS_HOME is shared by all of them).
-The merge step removes its run's batches once the asset's output is written. An input
+The merge step removes its run's batches once the asset's output is written. The folder
+names its KB (``corpus_pipeline.store.staging``), so that what a killed run left is removed
+by the KB's next ``corpus index`` or ``corpus drop``. An input
 marked ``STAGED_LAZILY`` gets handles (``StagedBatch``) that its step reads one at a time."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import shutil
@@ -18,6 +19,7 @@ from typing import Any
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
 from corpus_pipeline.store.layout import Layout
+from corpus_pipeline.store.staging import mark_staging, remove_if_done
 
 #: An input whose definition's metadata sets this gets each batch as a ``StagedBatch``, read
 #: when the step asks (``embed_merge``: one batch's vectors at a time, not every batch's).
@@ -50,7 +52,8 @@ class BatchIOManager(ConfigurableIOManager):
 
     def handle_output(self, context: OutputContext, obj: Any) -> None:
         path = self._path(context.run_id, context.step_key, context.name, context.mapping_key)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        kb = str(context.partition_key).partition("|")[0] if context.has_partition_key else ""
+        mark_staging(path.parent, context.run_id, kb)  # before the batch: a kill after it leaves a named folder
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -59,6 +62,7 @@ class BatchIOManager(ConfigurableIOManager):
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        mark_staging(path.parent, context.run_id, kb)  # (again, if a merge took the folder's last marker meanwhile)
 
     def load_input(self, context: InputContext) -> Any:
         up = context.upstream_output
@@ -79,5 +83,4 @@ def remove_staging(home: str, run_id: str, asset: str | None = None) -> None:
         return
     for f in folder.glob(f"{asset}.*"):
         f.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        folder.rmdir()  # when it was the last
+    remove_if_done(folder)  # when it was the last (only the marker left)

@@ -52,8 +52,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d.add_argument("--json", action="store_true", help="print the instance's state as JSON")
     d.set_defaults(func=run_doctor)
     x = sub.add_parser(
-        "drop", help="remove a KB's outputs: partitions, search tables, versions, state, Dagster partitions "
-        "(its documents under kbs/ are left alone)",
+        "drop", help="remove a KB's outputs: partitions, search tables, versions, state, Dagster partitions, "
+        "what its killed runs staged, and the images no other KB uses (its documents under kbs/ are left alone)",
     )  # fmt: skip
     x.add_argument("--kb", metavar="NAME", help="the KB to remove")
     x.add_argument(
@@ -334,11 +334,15 @@ def run_drop(args: argparse.Namespace) -> int:
     if args.caches:
         _drop_caches(layout, True, False, quiet=args.json)
     with kb_lock(layout, kb):
-        report = drop_kb(layout, kb)
         prepare_dagster_home(layout)
         from dagster import DagsterInstance  # Dagster is imported only here
 
+        from assets import health
+
         instance = DagsterInstance.get()
+        # Runs that may be running (the daemon's hold no KB lock): their staging is kept, and
+        # while one runs the KB's images wait for their grace period (store/drop.py says why).
+        report = drop_kb(layout, kb, live_runs=lambda: health.live_run_ids(instance))
         if instance.has_dynamic_partition("kb", kb):
             instance.delete_dynamic_partition("kb", kb)
         others = {v for name in layout.list_kbs() if name != kb for v in known_versions(layout, name)}
@@ -350,7 +354,12 @@ def run_drop(args: argparse.Namespace) -> int:
         print_json(asdict(report))
     else:
         print(f"dropped {kb!r}: {len(report.partitions)} partition folder(s), {len(report.tables)} search table(s), "
-              f"{len(report.versions)} version(s), {report.images_removed} unused image(s)")  # fmt: skip
+              f"{len(report.versions)} version(s), {len(report.staging)} dead run(s)' staged batches, "
+              f"{report.images_removed} unused image(s)")  # fmt: skip
+        if report.images_kept:
+            print(f"kept {report.images_kept} image(s) only {kb!r} used while {', '.join(report.images_kept_for)} "
+                  "is being indexed (it may be storing the same images): once they are an hour old, the next index "
+                  "that parses or the next drop removes them")  # fmt: skip
         if still.is_dir():
             print(f"its documents are still in {still}: the next `corpus index` (or the sensor) indexes them again; "
                   "remove the folder to stop that")  # fmt: skip

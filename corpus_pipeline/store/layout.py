@@ -11,7 +11,9 @@
         versions/<kb>/snapshots/<v>.json       the published snapshot of each version (what readers read)
         state/<kb>/parse.json, index-<v>.json  what was last parsed / built (freshness)
         images/                                extracted images, content-addressed
-        staging/<run_id>/                      batches between a run's steps (removed by the run)
+        staging/<run_id>/                      batches between a run's steps, _kb.json names the KB
+                                               (removed by the run; a killed run's by the KB's next
+                                               index or drop: store/staging.py)
         cache/                                 embeddings, vision and LLM answers
       dagster/                                 the Dagster instance (unless DAGSTER_HOME is set)
 

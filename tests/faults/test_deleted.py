@@ -13,6 +13,7 @@ import pytest
 from dagster import DagsterInstance
 
 from corpus_pipeline.store.layout import Layout
+from tests.faults.leaks import files_containing
 
 pytestmark = pytest.mark.slow
 CORPUS = str(Path(sys.executable).with_name("corpus"))
@@ -24,25 +25,6 @@ def _run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([CORPUS, *args], env=env, capture_output=True, text=True, timeout=600)
 
 
-def _files_containing(root: Path, needle: bytes) -> list[str]:
-    """Every file under ``root`` whose bytes contain ``needle`` (zstd Parquet pages are
-    checked decoded: the text is searched in the tables, not only in raw bytes)."""
-    import pyarrow.parquet as pq
-
-    hits = []
-    for f in root.rglob("*"):
-        if not f.is_file():
-            continue
-        data = f.read_bytes()
-        if needle in data:
-            hits.append(str(f.relative_to(root)))
-        elif f.suffix == ".parquet":
-            table = pq.read_table(f)
-            if needle.decode() in str(table.to_pylist()):
-                hits.append(str(f.relative_to(root)))
-    return hits
-
-
 def _size(root: Path) -> int:
     return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
 
@@ -52,12 +34,12 @@ def test_a_deleted_document_leaves_no_text_and_force_keeps_sizes_stable(tiny_kb,
     r = _run(corpus_home, "index", "--kb", "tiny")
     assert r.returncode == 0, r.stderr
     wh = corpus_home / "warehouse"
-    needle = b"ZEBRA-4471-QUOKKA"
-    assert _files_containing(wh, needle)  # the test can see the text where it is
+    needle = "ZEBRA-4471-QUOKKA"
+    assert files_containing(wh, needle)  # the test can see the text where it is
     (tiny_kb / "vault.md").unlink()
     r = _run(corpus_home, "index", "--kb", "tiny")
     assert r.returncode == 0, r.stderr
-    assert _files_containing(wh, needle) == []
+    assert files_containing(wh, needle) == []
 
     sizes = []
     for _ in range(3):
@@ -78,11 +60,11 @@ def test_drop_removes_a_kb_and_nothing_else(tiny_kb, corpus_home):
     layout = Layout(corpus_home)
     dry = _run(corpus_home, "drop", "--kb", "tiny")
     assert dry.returncode == 0 and "--yes" in dry.stdout
-    assert _files_containing(corpus_home / "warehouse", b"ZEBRA-4471-QUOKKA")  # nothing removed yet
+    assert files_containing(corpus_home / "warehouse", "ZEBRA-4471-QUOKKA")  # nothing removed yet
     r = _run(corpus_home, "drop", "--kb", "tiny", "--yes")
     assert r.returncode == 0, r.stderr
     assert "dropped 'tiny'" in r.stdout and "still in" in r.stdout
-    assert _files_containing(corpus_home / "warehouse", b"ZEBRA-4471-QUOKKA") == []
+    assert files_containing(corpus_home / "warehouse", "ZEBRA-4471-QUOKKA") == []
     assert list(layout.warehouse.glob("*/kb=tiny")) == [] and not layout.version_dir("tiny").exists()
     assert not any(p.name.startswith("chunks__tiny__") for p in layout.lancedb.iterdir())
     with DagsterInstance.from_config(str(corpus_home / "dagster")) as inst:
