@@ -36,6 +36,8 @@ LOCALE = Path("/usr/share/locale")
 #: hardest, so a spread of sizes is drawn.
 SIZES = (300, 1000, 3000, 8000)
 PER_CATEGORY = 60
+#: Mixed into every category's random seed (``--seed``): another draw of the same samples' kinds.
+SEED = ""
 #: Stray bytes in ASCII are where a legacy reading is most tempting: more samples.
 STRAY_SAMPLES = 1000
 WESTERN = ("fr", "de", "es", "it", "pt_BR")
@@ -132,7 +134,7 @@ def _pick(rng: random.Random, items: list[Sample], n: int = PER_CATEGORY) -> lis
 
 
 def legacy(category: str, encoding: str, texts: list[tuple[str, str]]) -> list[Sample]:
-    rng = random.Random(category)
+    rng = random.Random(SEED + category)
     out = []
     for name, text in texts:
         text = _cut(_encodable(text, encoding), rng.choice(SIZES))
@@ -173,7 +175,7 @@ def _corrupt(
 ) -> list[Sample]:
     """``n`` damaged samples; a text gives several (each with its own damage) when there are
     fewer texts than that."""
-    rng = random.Random(category)
+    rng = random.Random(SEED + category)
     out = []
     for name, text in texts * -(-n // max(len(texts), 1)):
         raw = damage(rng, _cut(text, rng.choice(SIZES)))
