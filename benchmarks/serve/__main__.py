@@ -4,6 +4,7 @@ each time) against one warm process, in process (`corpus_pipeline.open_kb`) and 
 
     .venv/bin/python -m benchmarks.serve [--home DIR] [--rounds 3] [--cli-queries 3]
                                          [--clients 1,4,16] [--load-seconds 20]
+                                         [--workers 1,2] [--reindex] [--load-only]
 
 Indexes the two bundled KBs into ``--home`` (a temporary folder by default; an existing
 one with both KBs indexed is reused), then asks each KB's ``questions.jsonl`` ``--rounds``
@@ -11,9 +12,10 @@ times. Then the load: ``corpus serve`` started as users start it (its own proces
 ``--clients`` concurrent clients (each its own keep-alive connection, in threads of this
 process) asking the English KB's questions in turn for ``--load-seconds`` each (after 2 s
 not counted): requests/s, p50,
-p95, errors per level, and the issue's targets (4 clients at least 1.8x the requests/s of
+p95, errors per level, for each ``--workers`` count, and the issue's targets (4 clients at least 1.8x the requests/s of
 one; 16 clients' p95 at most 4x one client's p50). Prints JSON; RESULTS.md holds the latest
-figures.
+figures. ``--reindex`` adds a level: the most clients while a document is edited and
+``corpus index`` publishes a new version (no request may fail).
 """
 
 from __future__ import annotations
@@ -59,6 +61,11 @@ def main() -> None:
     ap.add_argument("--cli-queries", type=int, default=3)
     ap.add_argument("--clients", default="1,4,16", help="concurrency levels of the load, comma-separated")
     ap.add_argument("--load-seconds", type=float, default=20.0, help="seconds of load per level (0: no load)")
+    ap.add_argument("--workers", default="1", help="`corpus serve --workers` counts to load in turn, comma-separated")
+    ap.add_argument(
+        "--reindex", action="store_true", help="one more level: the most clients while a re-index publishes a version"
+    )
+    ap.add_argument("--load-only", action="store_true", help="skip the per-process, in-process and one-client parts")
     args = ap.parse_args()
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="bench-serve-")) / "corpus"
     env = {**os.environ, "CORPUS_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "HF_HUB_OFFLINE": "1"}
@@ -80,6 +87,19 @@ def main() -> None:
         "index_seconds": round(index_s, 1),
     }
 
+    if not args.load_only:
+        _latencies(args, home, env, out)
+    if args.load_seconds > 0:
+        levels = [int(c) for c in args.clients.split(",")]
+        out["load"] = {
+            f"workers={w}": _load_test(home, env, levels, args.load_seconds, int(w), args.reindex)
+            for w in args.workers.split(",")
+        }
+    out["machine"]["load_avg_end"] = os.getloadavg()
+    print(json.dumps(out, indent=2))
+
+
+def _latencies(args: argparse.Namespace, home: Path, env: dict[str, str], out: dict[str, Any]) -> None:
     # 1. `corpus search --json` per query: a process, the model and the tables each time.
     cli: list[float] = []
     for kb in KBS:
@@ -144,21 +164,21 @@ def main() -> None:
     out["cli_over_http_p50_ratio"] = round(
         out["cli_per_query"]["p50_ms"] / statistics.median([x for v in http.values() for x in v]), 1
     )
-    if args.load_seconds > 0:
-        out["load"] = _load_test(home, env, [int(c) for c in args.clients.split(",")], args.load_seconds)
-    out["machine"]["load_avg_end"] = os.getloadavg()
-    print(json.dumps(out, indent=2))
 
 
-def _load_test(home: Path, env: dict[str, str], levels: list[int], seconds: float) -> dict[str, Any]:
-    """``corpus serve`` in its own process, loaded by ``levels`` concurrent clients in turn."""
+def _load_test(
+    home: Path, env: dict[str, str], levels: list[int], seconds: float, workers: int, reindex: bool
+) -> dict[str, Any]:
+    """``corpus serve --workers`` in its own process, loaded by ``levels`` concurrent clients
+    in turn; with ``reindex``, the last level again while ``corpus index`` publishes a new
+    version of the KB searched."""
     import httpx
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [CORPUS, "serve", "--port", str(port), "--rate", "0"],
+        [CORPUS, "serve", "--port", str(port), "--rate", "0", "--key-rate", "0", "--workers", str(workers)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -169,19 +189,18 @@ def _load_test(home: Path, env: dict[str, str], levels: list[int], seconds: floa
         t0 = time.monotonic()
         while True:
             try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:  # (every worker loaded)
                     break
             except httpx.TransportError:
                 pass
             if proc.poll() is not None or time.monotonic() - t0 > 120:
                 sys.exit(f"corpus serve did not start: {proc.stderr.read() if proc.stderr else ''}")
             time.sleep(0.2)
-        with httpx.Client(timeout=120) as c:  # warm: each KB's searcher and the model
-            for kb in KBS:
-                c.post(f"{url}/search", json={"query": _questions(home, kb)[0], "kb": kb}).raise_for_status()
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"workers": workers}
         for n in levels:
             out[str(n)] = _level(url, asks, n, seconds)
+        if reindex:
+            out[f"{levels[-1]} during a re-index"] = _during_reindex(home, env, url, asks, levels[-1], seconds)
         one, four, sixteen = out.get("1"), out.get("4"), out.get("16")
         if one and four:
             out["rps_4_over_1"] = round(four["rps"] / one["rps"], 2)
@@ -194,6 +213,33 @@ def _load_test(home: Path, env: dict[str, str], levels: list[int], seconds: floa
 
 
 WARM_S = 2.0
+
+
+def _during_reindex(
+    home: Path, env: dict[str, str], url: str, asks: list[tuple[str, str]], clients: int, seconds: float
+) -> dict[str, Any]:
+    """``clients`` searching while a document of the KB is edited and ``corpus index``
+    publishes the new version: no request may fail while the version is switched."""
+    kb = asks[0][0]
+    doc = next(p for p in sorted((home / "kbs" / kb).rglob("*.md")) if p.name != "README.md")
+    original = doc.read_text(encoding="utf-8")
+    done: dict[str, Any] = {}
+
+    def reindex() -> None:
+        time.sleep(WARM_S + 1)
+        doc.write_text(original + "\n\nEdited for the serving benchmark's re-index level.\n", encoding="utf-8")
+        t = time.monotonic()
+        r = subprocess.run([CORPUS, "index", "--kb", kb], env=env, capture_output=True, text=True)
+        done.update(rc=r.returncode, seconds=round(time.monotonic() - t, 1))
+
+    th = threading.Thread(target=reindex)
+    th.start()
+    try:
+        level = _level(url, asks, clients, seconds)
+    finally:
+        th.join(600)
+        doc.write_text(original, encoding="utf-8")  # (the next run of the benchmark indexes it back)
+    return {**level, "reindex": done}
 
 
 def _level(url: str, asks: list[tuple[str, str]], clients: int, seconds: float) -> dict[str, Any]:

@@ -244,6 +244,42 @@ def test_invalid_utf8_is_refused_with_where_not_read_as_mojibake(tmp_path: Path)
     assert "at byte 200 (line" in failed["broken.txt"] and "Re-save it as UTF-8" in failed["broken.txt"]
 
 
+ASCII = (GOOD * 4).encode()  # 344 bytes, 16 lines
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        # ASCII with a stray BOM and a stray 0x80: read as cp1251 mojibake before issue 40
+        (
+            ASCII[:200] + b"\xff\xfe" + ASCII[200:] + b"Total: 5 \x80\n",
+            "not valid UTF-8: invalid byte(s) in ASCII text, the first at byte 200 (line 9): 0xFF 0xFE;",
+        ),
+        # UTF-8 with a few typographic characters and a paragraph pasted from a cp1252 file
+        (
+            "We’ll restore it — quickly.\n".encode()
+            + ASCII
+            + "Le résumé a été envoyé à François.\n".encode("cp1252") * 3,
+            "not valid UTF-8: 21 invalid byte sequence(s) in otherwise UTF-8 text, the first at byte 380 (line 14)",
+        ),
+        # UTF-8 cut short inside its last character
+        ("Restores: “fast”, café, 世界".encode()[:-2], "not valid UTF-8: it ends inside a multibyte character at byte"),
+    ],
+    ids=["stray-bytes-in-ascii", "pasted-cp1252", "cut-short"],
+)
+def test_invalid_utf8_in_mostly_ascii_text_is_refused_with_where_not_read_as_a_code_page(
+    tmp_path: Path, raw: bytes, error: str
+) -> None:
+    """Issue 40: ASCII text with a few bad bytes came out as cp1251/cp1252 mojibake, status OK."""
+    kb = _kb(tmp_path)
+    (kb / "stray.txt").write_bytes(raw)
+    texts, failed, _ = _index(kb)
+    _others_indexed(texts)
+    assert texts["stray.txt"][0] == "FAILED"
+    assert failed["stray.txt"].startswith(error)
+    assert failed["stray.txt"].endswith("Re-save it as UTF-8")
+
+
 def test_html_nested_deeper_than_the_parser_limit_is_recorded_not_cut(tmp_path: Path) -> None:
     kb = _kb(tmp_path)
     deep = "<html><body><p>top</p>" + "<div>" * 300 + "deep text" + "</div>" * 300 + "<p>after</p></body></html>"
