@@ -130,6 +130,11 @@ def export_dir(folder: Path, *, int8: bool, cache_root: Path | None = None) -> P
     return root / (name + (INT8_SUFFIX if int8 else ""))
 
 
+def export_ready(folder: Path, *, int8: bool = False, cache_root: Path | None = None) -> bool:
+    """Whether ``folder``'s export is complete on disk (nothing is exported here)."""
+    return (export_dir(folder, int8=int8, cache_root=cache_root) / _MARKER).is_file()
+
+
 def _atomic_build(final: Path, build: Any, what: str, folder: Path) -> Path:
     """Run ``build(tmp_dir)`` in a temporary sibling of ``final``, then rename it to ``final``."""
     if (final / _MARKER).is_file():
@@ -305,6 +310,8 @@ def _session(path: Path, providers: list[Any], folder: Path) -> Any:
     ort = require_onnxruntime(folder)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = torch.get_num_threads()  # (one knob with torch: OMP_NUM_THREADS, `serve --workers`)
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         return ort.InferenceSession(str(path), options, providers=providers)
     except Exception as exc:

@@ -19,6 +19,7 @@ many queries (``corpus eval``, ``corpus serve``); ``search_kb`` is one query.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,7 @@ from upath import UPath
 
 from corpus_pipeline.embedding import Embedder, EmbeddingConfig, embedding_config, open_embedder
 from corpus_pipeline.embedding.batching import query_batcher
+from corpus_pipeline.embedding.opening import query_embedding
 from corpus_pipeline.embedding.tokens import token_counter_for
 from corpus_pipeline.errors import ModelError
 from corpus_pipeline.keywords import keyword_text
@@ -71,6 +73,8 @@ _CHILD_COLUMNS = [
     "chunk_type",
     "doc_id",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def found_by(h: ChildHit) -> dict[str, dict[str, float | int]]:
@@ -222,6 +226,7 @@ class Searcher:
         self.embedding = embedding_config(embedding)
         self.model = self.embedding.model
         self._embedder = embedder
+        self._query_embedding: EmbeddingConfig | None = None  # (what ``embedder`` opened; None: given or not yet)
         self.reranker = reranker
         self.llm = llm
         #: parents and image texts, read as searches need them (``retrieval.lookup``)
@@ -281,9 +286,29 @@ class Searcher:
 
     @property
     def embedder(self) -> Embedder:
+        """What embeds the queries: the version's model, in the runtime ``query_backend``
+        picks (``embedding.opening.query_embedding``; torch when ONNX Runtime cannot load
+        it and the choice was "auto")."""
         if self._embedder is None:
-            self._embedder = open_embedder(self.embedding)
+            wanted = query_embedding(self.embedding, self.settings.query_backend)
+            self._query_embedding = wanted
+            try:
+                self._embedder = open_embedder(wanted)
+            except ModelError as exc:
+                if wanted == self.embedding or self.settings.query_backend != "auto":
+                    raise
+                log.warning("queries of %s are embedded in torch: ONNX Runtime could not run it: %s", self.kb, exc)
+                self._embedder = open_embedder(self.embedding)
         return self._embedder
+
+    def refresh_query_runtime(self) -> None:
+        """Reopen the query embedder on the next search if ``query_backend`` now picks
+        another runtime (its export appeared: ``embedding.opening.prepare_query_runtime``).
+        Searches in flight keep the embedder they hold."""
+        if self._query_embedding is not None and self._query_embedding != query_embedding(
+            self.embedding, self.settings.query_backend
+        ):
+            self._embedder = None
 
     # ------------------------------------------------------------------ channels
 

@@ -45,6 +45,15 @@
     ann_refine_factor                    10       the channel re-ranks ``vector_top_k`` × this many
                                                   ANN candidates by their exact cosine (so the
                                                   similarities the gates read are exact, not PQ's)
+    query_backend                        auto     what runs the query's embedding when the KB's vectors
+                                                  come from a local model in torch: "auto" ONNX Runtime
+                                                  (the same model exported once: the same vectors to
+                                                  float rounding, ~half the CPU of torch for a query) on
+                                                  a CPU when onnxruntime is installed and the export is
+                                                  on disk (`corpus serve` makes it at its start, once per
+                                                  machine; a search never waits for it), else torch;
+                                                  "torch" or "onnx" to choose. An int8 or remote
+                                                  model always embeds queries as it embedded the KB.
 
 The seed's vector gate (``min_vector_similarity`` 0.45) was set for one model; cosine
 similarities of other models live on other scales (all-MiniLM-L6-v2's answers score 0.3 to
@@ -144,6 +153,7 @@ class SearchSettings(BaseModel):
     ann_min_rows: int = Field(ANN_MIN_ROWS, ge=ANN_MIN_ROWS_FLOOR, le=10**12)
     ann_nprobes: int = Field(100, ge=0, le=100_000)
     ann_refine_factor: int = Field(10, ge=1, le=1000)
+    query_backend: Literal["auto", "torch", "onnx"] = "auto"
 
     def __init__(self, **values: Any) -> None:
         try:

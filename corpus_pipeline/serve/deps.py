@@ -88,8 +88,10 @@ class Server:
     def warm(self) -> None:
         """Open every KB that has an active version and run its two search channels once
         (the model, the table, the parents load now, not in the first user's request; no
-        reranker or LLM is called), then mark the server ready. A KB that fails here
+        reranker or LLM is called; the query model's ONNX export is made if it is missing,
+        once per machine), then mark the server ready. A KB that fails here
         answers its error to its own requests."""
+        from corpus_pipeline.embedding.opening import prepare_query_runtime
         from corpus_pipeline.store.versions import active_version
 
         try:
@@ -99,7 +101,10 @@ class Server:
                 if active_version(self.layout, name) is None:
                     continue
                 try:
-                    self.registry.get(name).searcher().candidates("warm up")
+                    searcher = self.registry.get(name).searcher()
+                    if prepare_query_runtime(searcher.embedding, searcher.settings.query_backend):
+                        searcher.refresh_query_runtime()
+                    searcher.candidates("warm up")
                 except Exception:  # noqa: BLE001 - its requests answer the error
                     continue
         finally:

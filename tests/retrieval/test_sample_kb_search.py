@@ -143,3 +143,46 @@ def test_corpus_search_refuses_a_bad_filter_before_loading_anything(zh_kb, monke
     assert main(["search", "x", "--kb", "ops-runbook-zh", "--format", "odt", "--min-score", "2"]) == 2
     err = capsys.readouterr().err
     assert "unknown format 'odt'" in err and "score_threshold = 2.0" in err
+
+
+def test_queries_embedded_in_onnx_runtime_answer_as_torch_does(zh_kb):
+    """``search.query_backend`` auto embeds queries in ONNX Runtime on this CPU once the
+    model's export is on disk (half the CPU of torch a query, measured in benchmarks/serve):
+    the same parents, in the same order, with the same scores to rounding, as torch. A
+    search never waits for the export: ``corpus serve`` makes it at its start."""
+    from corpus_pipeline.embedding.models import require_model_folder
+    from corpus_pipeline.embedding.onnx_backend import export_ready
+    from corpus_pipeline.embedding.opening import prepare_query_runtime, query_embedding
+    from corpus_pipeline.retrieval import Searcher
+    from corpus_pipeline.retrieval.settings import SearchSettings
+    from corpus_pipeline.store.versions import version_embedding
+
+    layout, version, _ = zh_kb
+    emb = version_embedding(layout, "ops-runbook-zh", version)
+    assert emb.backend == "torch"
+    if not export_ready(require_model_folder(emb.model)):  # (a fresh machine: no export yet)
+        assert query_embedding(emb).backend == "torch"
+        assert prepare_query_runtime(emb)
+    assert query_embedding(emb).backend == "onnx"  # (CPU, onnxruntime installed, exported)
+    assert not prepare_query_runtime(emb)  # (nothing left to do)
+    lines = (SAMPLE / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+    questions = [json.loads(line)["question"] for line in lines if line.strip()]
+    answers = {}
+    for backend in ("torch", "auto"):
+        s = Searcher(layout, "ops-runbook-zh", version, embedding=emb, settings=SearchSettings(query_backend=backend))
+        assert type(s.embedder).__name__ == "SentenceTransformerEmbedder"
+        assert s.embedder.backend == ("torch" if backend == "torch" else "onnx")
+        answers[backend] = [[(r.parent_id, round(r.score, 4)) for r in s.search(q).results] for q in questions]
+    assert answers["auto"] == answers["torch"]
+
+
+def test_the_query_runtime_never_changes_what_an_int8_or_remote_model_embeds():
+    from corpus_pipeline.embedding import EmbeddingConfig
+    from corpus_pipeline.embedding.opening import query_embedding
+
+    int8 = EmbeddingConfig(backend="onnx-int8")
+    assert query_embedding(int8, "torch") == int8 and query_embedding(int8, "auto") == int8
+    remote = EmbeddingConfig(provider="openai", model="text-embedding-3-small")
+    assert query_embedding(remote, "onnx") == remote
+    assert query_embedding(EmbeddingConfig(), "torch").backend == "torch"
+    assert query_embedding(EmbeddingConfig(), "onnx").backend == "onnx"
