@@ -347,10 +347,11 @@ def embed_plan(
 @op(out=Out(io_manager_key=BATCH_IO), retry_policy=BATCH_RETRY)
 def embed_batch(context: OpExecutionContext, corpus: CorpusResource, texts: list[str]) -> pa.Table:
     """One batch of texts embedded (a table of text hash and vector); a failure of the step
-    (the endpoint down, the worker lost) is retried for this batch alone."""
+    (the endpoint down, the worker lost) is retried for this batch alone, and what it had
+    embedded is in the vector cache already (``CHECKPOINT_TEXTS``)."""
     kb_name, version = split_key(context.partition_key)
     emb = corpus.kb_at_version(kb_name, version).config.embedding
-    return indexing.embed_batch(texts, emb, progress=progress_log(context))
+    return indexing.embed_batch(texts, emb, progress=progress_log(context), cache=corpus.embedding_cache())
 
 
 @op(

@@ -211,21 +211,41 @@ def texts_to_embed(
     return [text for batch in plan.batches([plan.count] if plan.count else []) for text in batch]
 
 
-def embed_batch(texts: Sequence[str], config: EmbeddingConfig, *, progress: ProgressFn | None = None) -> pa.Table:
+#: ``embed_batch`` stores its vectors in the cache every this many texts: a run stopped in
+#: the middle of a batch (Ctrl-C, a kill, a lost worker) keeps what it embedded, and the
+#: re-run's plan asks the model only for the rest.
+CHECKPOINT_TEXTS = 256
+
+
+def embed_batch(
+    texts: Sequence[str],
+    config: EmbeddingConfig,
+    *,
+    progress: ProgressFn | None = None,
+    cache: EmbeddingCache | None = None,
+) -> pa.Table:
     """Passage vectors of one batch of ``texts_to_embed``: a table of ``text_hash`` and
     ``vector`` (Arrow, what the batch step hands to the merge; the model is opened here,
-    and closed)."""
+    and closed). With ``cache``, every ``CHECKPOINT_TEXTS`` texts' vectors are stored as
+    soon as they exist."""
     if not texts:
         return batch_vectors([], np.zeros((0, 0), dtype=np.float32))
+    hashes = [text_hash(t) for t in texts]
+    step = CHECKPOINT_TEXTS if cache is not None else len(texts)
     embedder = open_embedder(config)
     try:
         model: Embedder = embedder if progress is None else _Reporting(embedder, config, progress)
-        vecs = model.embed(list(texts))
+        parts = []
+        for i in range(0, len(texts), step):
+            vecs = model.embed(list(texts[i : i + step]))
+            if cache is not None:
+                cache.put_many(config.vector_key, dict(zip(hashes[i : i + step], vecs, strict=True)))
+            parts.append(vecs)
     finally:
         closer = getattr(embedder, "close", None)
         if callable(closer):
             closer()
-    return batch_vectors([text_hash(t) for t in texts], vecs)
+    return batch_vectors(hashes, np.concatenate(parts) if len(parts) > 1 else parts[0])
 
 
 def batch_vectors(hashes: Sequence[str], vecs: np.ndarray) -> pa.Table:
