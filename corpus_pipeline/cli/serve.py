@@ -100,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
         f"({args.workers} process{'es' if args.workers > 1 else ''}; API schema at /docs, readiness at /readyz)",
         file=sys.stderr,
     )
+    from corpus_pipeline.serve.local import announce
+
+    announce(layout, args.host, args.port)  # (`corpus search` of this home asks this server)
     trust, proxies = proxy_settings(args)
     cfg = protocol.config(
         "corpus_pipeline.serve.app:app_from_env",

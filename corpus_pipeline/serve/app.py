@@ -76,6 +76,9 @@ def create_app(
             server.ready.set()
         yield
         server.registry.close()
+        from corpus_pipeline.serve.local import withdraw
+
+        withdraw(server.layout)  # (`corpus search` stops asking this process)
 
     app = FastAPI(
         lifespan=lifespan,
