@@ -51,7 +51,7 @@ class PreparedMarkdown:
 
 def _lines(source: str) -> list[tuple[int, str, str]]:
     """(start, content, line break) of every line."""
-    out = []
+    out: list[tuple[int, str, str]] = []
     for m in _LINE.finditer(source):
         if m.start() == len(source) and out:
             break
