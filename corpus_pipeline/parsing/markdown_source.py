@@ -116,22 +116,17 @@ def _parser(mdx: bool) -> MarkdownIt:
     return md.disable("code") if mdx else md
 
 
-def _code_lines(source: str, mdx: bool) -> set[int]:
-    """The lines inside code (fenced; indented too outside MDX, which has no indented code)."""
-    out: set[int] = set()
+def _structure(source: str, mdx: bool) -> tuple[set[int], set[int]]:
+    """(the lines inside code: fenced, and indented outside MDX, which has no indented code;
+    the line of each heading's text: ATX its line, setext the line above the underline)."""
+    code: set[int] = set()
+    headings: set[int] = set()
     for tok in _parser(mdx).parse(source):
         if tok.type in ("fence", "code_block") and tok.map:
-            out.update(range(tok.map[0], tok.map[1]))
-    return out
-
-
-def _heading_lines(source: str, mdx: bool) -> set[int]:
-    """The line of each heading's text (ATX: its line; setext: the line above the underline)."""
-    return {
-        tok.map[0] if tok.markup.startswith("#") else tok.map[1] - 2
-        for tok in _parser(mdx).parse(source)
-        if tok.type == "heading_open" and tok.map
-    }
+            code.update(range(tok.map[0], tok.map[1]))
+        elif tok.type == "heading_open" and tok.map:
+            headings.add(tok.map[0] if tok.markup.startswith("#") else tok.map[1] - 2)
+    return code, headings
 
 
 def _without_mdx(lines: list[tuple[str, str]], code: set[int]) -> list[tuple[str, str]]:
@@ -169,10 +164,9 @@ def prepare_markdown(source: str, *, mdx: bool = False) -> PreparedMarkdown:
     skip, data = _front_matter(all_lines)
     lines = [(text, nl) for _, text, nl in all_lines[skip:]]
     if mdx:
-        lines = _without_mdx(lines, _code_lines("".join(t + nl for t, nl in lines), mdx))
-    body = "".join(t + nl for t, nl in lines)
-    code = _code_lines(body, mdx)
-    for i in _heading_lines(body, mdx) - code:
+        lines = _without_mdx(lines, _structure("".join(t + nl for t, nl in lines), mdx)[0])
+    code, headings = _structure("".join(t + nl for t, nl in lines), mdx)
+    for i in headings - code:
         if 0 <= i < len(lines):
             lines[i] = (_HEADING_ATTRS.sub("", lines[i][0]), lines[i][1])
     return PreparedMarkdown("".join(t + nl for t, nl in lines), front_matter_metadata(data))

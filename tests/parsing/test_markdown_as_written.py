@@ -127,3 +127,20 @@ def test_front_matter_never_reaches_a_chunk(kb_dir: Path, parse: Parse) -> None:
     first = chunks[0]
     assert "sidebar_position" not in first.text and "import" not in first.text
     assert {c.section_path for c in chunks} <= {"Installing", "Installing > Ports"}
+
+
+def test_crlf_front_matter_and_attributes_keep_the_line_breaks() -> None:
+    prepared = prepare_markdown("---\r\ntitle: T\r\ntags: a, b\r\n---\r\n# Head {#h}\r\n\r\nText\r\n")
+    assert prepared.text == "# Head\r\n\r\nText\r\n"
+    assert prepared.metadata == {"title": "T", "tags": ["a", "b"]}
+
+
+def test_setext_heading_attributes_and_unclosed_front_matter() -> None:
+    assert prepare_markdown("Install {#install}\n=======\n\nText\n").text == "Install\n=======\n\nText\n"
+    unclosed = "---\ntitle: T\n\n# Heading\n"
+    assert prepare_markdown(unclosed).text == unclosed  # (no closing line: not front matter)
+
+
+def test_mdx_prose_starting_with_import_or_export_is_kept() -> None:
+    text = "Import the data first.\n\nexport your settings before upgrading.\n"
+    assert prepare_markdown(text, mdx=True).text == text
