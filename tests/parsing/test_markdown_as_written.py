@@ -144,3 +144,17 @@ def test_setext_heading_attributes_and_unclosed_front_matter() -> None:
 def test_mdx_prose_starting_with_import_or_export_is_kept() -> None:
     text = "Import the data first.\n\nexport your settings before upgrading.\n"
     assert prepare_markdown(text, mdx=True).text == text
+
+
+def test_the_texts_table_stores_title_and_metadata(kb_dir: Path, parse: Parse) -> None:
+    from corpus_pipeline.indexing.parse import parsed_rows
+    from corpus_pipeline.models import Document, DocumentText
+    from corpus_pipeline.store import schemas
+
+    (kb_dir / "install.mdx").write_text(YAML_MDX, encoding="utf-8")
+    parsed = parse("install.mdx")
+    doc = Document("kb", parsed.doc_id, "install.mdx", "markdown", 1, "h", "plan")
+    [row] = schemas.from_table(parsed_rows([doc], [parsed])["texts"], DocumentText)
+    assert row.title == "Install the agent" and row.parser_version == "3"
+    assert row.metadata == {"description": "How to install it on a server", "tags": ["setup", "ops"]}
+    assert "sidebar_position" not in row.text
