@@ -75,7 +75,7 @@ class DocumentFormat:
 
 _P = "corpus_pipeline.parsing.formats"
 FORMATS: tuple[DocumentFormat, ...] = (
-    DocumentFormat("markdown", (".md", ".markdown", ".mdx"), f"{_P}:parse_markdown", "2", ("md",), True),
+    DocumentFormat("markdown", (".md", ".markdown", ".mdx"), f"{_P}:parse_markdown", "3", ("md",), True),
     DocumentFormat("text", (".txt", ".text"), f"{_P}:parse_text", "2", ("txt",)),
     DocumentFormat("html", (".html", ".htm"), f"{_P}:parse_html", "2", ("htm",), True, _html, ("text", None)),
     DocumentFormat("docx", (".docx",), f"{_P}:parse_docx", "2", (), True, _docx),

@@ -101,6 +101,12 @@ class DocumentText:
     block_count: Int32
     image_count: Int32
     parser_version: str
+    #: the document's title: its metadata's (front matter), else its first heading, else its
+    #: file name (``parsing.parse.document_title``); "" in partitions written before it
+    title: str = ""
+    #: what the document says about itself besides its title (front matter ``description``,
+    #: ``tags``)
+    metadata: Json = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +120,8 @@ class ParsedDocument:
     blocks: tuple[Block, ...] = ()
     error: str | None = None
     images: tuple[ExtractedImage, ...] = ()
+    title: str | None = None  # as the document names itself (front matter); else see ``document_title``
+    metadata: Mapping[str, Any] = field(default_factory=dict)  # description, tags
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,6 +128,7 @@ def parsed_rows(docs: Sequence[Document], parsed: Sequence[ParsedDocument]) -> d
         text = DocumentText(
             doc.doc_id, doc.path, doc.format, doc.content_hash, result.status, result.error, result.text,
             len(result.blocks), len(result.images), version_of(doc.format) or PARSER_VERSION,
+            result.title or "", dict(result.metadata),
         )  # fmt: skip
         new_rows["texts"].extend(schemas.to_rows([text], DocumentText))
         new_rows["blocks"].extend(schemas.to_rows(result.blocks, Block))

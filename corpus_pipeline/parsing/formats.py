@@ -3,7 +3,7 @@
 ==========  ==========================================  ==============================
 format      canonical text                              parser
 ==========  ==========================================  ==============================
-markdown    the file's own decoded text                 markdown-it-py (``markdown_blocks``)
+markdown    the file's text less front matter           markdown-it-py (``markdown_blocks``)
 text        the file's own decoded text                 line classifier (``text_blocks``)
 HTML        blocks' texts joined by blank lines          unstructured (``html_blocks``)
 DOCX        blocks' texts joined by blank lines          python-docx walk (``docx_blocks``)
@@ -82,12 +82,24 @@ def _joined(source: Source, built: JoinedBlocks) -> ParsedDocument:
 
 
 def parse_markdown(source: Source) -> ParsedDocument:
+    """The canonical text is the file's text less its front matter, heading attributes and
+    (``.mdx``) MDX markup; the front matter's title, description and tags are metadata."""
     from corpus_pipeline.parsing.markdown_blocks import markdown_blocks
+    from corpus_pipeline.parsing.markdown_source import prepare_markdown
 
-    text = _text_source(source)
-    blocks = markdown_blocks(source.doc.doc_id, text, ref_hook(source.images))
+    mdx = source.path.suffix.lower() == ".mdx"
+    prepared = prepare_markdown(_text_source(source), mdx=mdx)
+    if not prepared.text.strip():
+        raise DocumentError("the file has no text besides its front matter and markup")
+    blocks = markdown_blocks(source.doc.doc_id, prepared.text, ref_hook(source.images), mdx=mdx)
     return ParsedDocument(
-        source.doc.doc_id, DocStatus.OK.value, text=text, blocks=tuple(blocks), images=source.images.finish(blocks)
+        source.doc.doc_id,
+        DocStatus.OK.value,
+        text=prepared.text,
+        blocks=tuple(blocks),
+        images=source.images.finish(blocks),
+        title=prepared.metadata.get("title"),
+        metadata={k: v for k, v in prepared.metadata.items() if k != "title"},
     )
 
 

@@ -13,8 +13,8 @@ found inside those lines from the token's content, so ``source[b.start_offset:b.
   ``<img src>`` in HTML blocks too;
 * a single-line paragraph numbered like a heading (``2.1 范围``, ``第一章 总则``) -> TITLE
   with ``metadata["inferred"]`` (many Chinese documents number headings without ``#``);
-* a YAML front matter block (``---`` ... ``---`` at the top) is not content and is skipped;
-  a ``#`` inside a code fence is never a heading (seed 001's pitfall) because markdown-it
+* front matter, heading attributes and MDX markup are not in the text this reads
+  (``markdown_source``); a ``#`` inside a code fence is never a heading (seed 001's pitfall) because markdown-it
   knows fences.
 """
 
@@ -36,14 +36,14 @@ _IMAGE_MARKUP = re.compile(r"!\[(?:[^\[\]\\]|\\.|\[[^\]]*\])*\](?:\([^()\s]*(?:\
 _HTML_IMG = re.compile(r"<img\b[^>]*?\bsrc\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s>]+))[^>]*>", re.I)
 _HTML_ALT = re.compile(r"\balt\s*=\s*(?:\"([^\"]*)\"|'([^']*)')", re.I)
 _TAG = re.compile(r"<[^>]+>|<!--.*?-->", re.S)
-_FRONT_MATTER_END = re.compile(r"^(---|\.\.\.)\s*$")
 
 #: ``on_image(src, alt, block_index) -> (image_id or None, error or None)``
 ImageHook = Callable[[str, str, int], tuple[str | None, str | None]]
 
 
-def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+def _parser(mdx: bool = False) -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+    return md.disable("code") if mdx else md  # (MDX has no indented code)
 
 
 class _Lines:
@@ -86,17 +86,6 @@ class _Lines:
         return start, end
 
 
-def _front_matter_lines(source: str) -> int:
-    """How many lines a leading YAML front matter block takes (0 if there is none)."""
-    if not re.match(r"---[ \t]*(\r\n|\r|\n)", source):
-        return 0
-    lines = re.split(r"\r\n|\r|\n", source)
-    for i in range(1, min(len(lines), 200)):
-        if _FRONT_MATTER_END.match(lines[i]):
-            return i + 1
-    return 0
-
-
 def _plain(inline: Token) -> str:
     """The visible text of an inline token (markup removed), for titles and section paths."""
     out: list[str] = []
@@ -110,16 +99,11 @@ def _plain(inline: Token) -> str:
     return " ".join("".join(out).split())
 
 
-def markdown_blocks(doc_id: str, source: str, on_image: ImageHook | None = None) -> list[Block]:
-    """Blocks of a markdown file; ``on_image`` reads and stores each referenced image."""
-    skip = _front_matter_lines(source)
-    parse_src = source
-    if skip:
-        # Blank out the front matter, keeping the line count, so markdown-it's line numbers
-        # still index the original text.
-        parts = re.split(r"(\r\n|\r|\n)", source)
-        parse_src = "".join("" if i < 2 * skip and i % 2 == 0 else part for i, part in enumerate(parts))
-    tokens = _parser().parse(parse_src)
+def markdown_blocks(doc_id: str, source: str, on_image: ImageHook | None = None, *, mdx: bool = False) -> list[Block]:
+    """Blocks of a markdown file's canonical text (``markdown_source.prepare_markdown``: no
+    front matter, no heading attributes, no MDX markup); ``on_image`` reads and stores each
+    referenced image; ``mdx``: the text is MDX's (no indented code)."""
+    tokens = _parser(mdx).parse(source)
     lines = _Lines(source)
     out = SourceBlocks(doc_id, source)
 

@@ -12,19 +12,31 @@ with no parser); this function never raises, so one bad file never stops a KB.
 
 from __future__ import annotations
 
-from pathlib import Path
+import dataclasses
+from pathlib import Path, PurePosixPath
 
 from upath import UPath
 
 from corpus_pipeline.errors import DocumentError
 from corpus_pipeline.kbconfig import ParsingConfig
-from corpus_pipeline.models import DocStatus, Document, ParsedDocument
+from corpus_pipeline.models import BlockType, DocStatus, Document, ParsedDocument
 from corpus_pipeline.parsing.images import ImageCollector
 from corpus_pipeline.parsing.limits import DEFAULT_LIMITS
 from corpus_pipeline.parsing.registry import Source, parser_for
 
 #: Parsing refuses files larger than this even if discovery let them through.
 MAX_PARSE_BYTES = 512 * 1024 * 1024
+
+
+def document_title(parsed: ParsedDocument, path: str) -> str:
+    """A document's title: as its metadata names it (front matter ``title``), else its first
+    heading, else its file name (not its path)."""
+    if parsed.title and parsed.title.strip():
+        return " ".join(parsed.title.split())
+    for block in parsed.blocks:
+        if block.block_type == BlockType.TITLE.value and block.text.strip():
+            return block.section_path or " ".join(block.text.split())  # (the first: its own path)
+    return PurePosixPath(path).name
 
 
 def _failed(doc: Document, error: str) -> ParsedDocument:
@@ -50,7 +62,8 @@ def parse_document(
         if size > MAX_PARSE_BYTES:
             return _failed(doc, f"the file is {size / 1048576:.0f} MB, over the parser's limit")
         images = ImageCollector(doc.doc_id, images_dir, kb_dir, path)
-        return parse(Source(doc, path, images, limits or DEFAULT_LIMITS))
+        parsed = parse(Source(doc, path, images, limits or DEFAULT_LIMITS))
+        return dataclasses.replace(parsed, title=document_title(parsed, doc.path))
     except DocumentError as exc:
         return _failed(doc, str(exc))
     except MemoryError:

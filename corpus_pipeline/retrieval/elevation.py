@@ -101,6 +101,8 @@ class ParentResult:
     #: the parent's children but its best hit, most similar to the query first: where its
     #: window goes when a budget cuts it (``retrieval.passages``)
     passages: tuple[Passage, ...] = ()
+    #: the title of the document (``DocumentText.title``); "" when its snapshot has none
+    doc_title: str = ""
 
     @property
     def returned_spans(self) -> tuple[tuple[int, int], ...]:

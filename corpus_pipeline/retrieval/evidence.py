@@ -33,6 +33,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from corpus_pipeline.language import image_label, is_chinese
 from corpus_pipeline.retrieval.elevation import ChildHit, ParentResult
 from corpus_pipeline.retrieval.settings import SearchSettings
 
@@ -66,19 +67,10 @@ class Evidence:
     dropped_by_budget: tuple[str, ...] = field(default_factory=tuple)
 
 
-def is_chinese(text: str) -> bool:
-    """Whether at least a fifth of the visible characters of ``text`` are Han."""
-    head = text[:2000]
-    visible = len(head) - len(_SPACE.findall(head))  # (a regex: a loop over characters cost ~3 ms a search)
-    return visible > 0 and len(_CJK.findall(head)) * 5 >= visible
-
-
-def image_marker(text: str) -> str:
-    """An image's text as it stands in evidence: marked as an image (seed 000's form)."""
-    text = " ".join(text.split())
-    if text.startswith(("[image]", "[图片]")):
-        return text
-    return ("[图片] " if _CJK.search(text) else "[image] ") + text
+def image_marker(text: str, chinese: bool | None = None) -> str:
+    """An image's text as it stands in evidence: marked as an image (seed 000's form) in the
+    language of the document it is in (``chinese``; None: of the text itself)."""
+    return image_label(text, chinese=chinese)
 
 
 def snippet_block(hits: Sequence[ChildHit], settings: SearchSettings, chinese: bool, limit: int | None = None) -> str:
@@ -92,15 +84,16 @@ def snippet_block(hits: Sequence[ChildHit], settings: SearchSettings, chinese: b
     return "\n\n" + head + "\n" + "\n".join(lines)
 
 
-def _images_in(result: ParentResult, images: Sequence[ImageText]) -> list[tuple[int, int, str]]:
-    """The images inside ``result``'s text, as (start, end, text) in text positions."""
+def _images_in(result: ParentResult, images: Sequence[ImageText], chinese: bool) -> list[tuple[int, int, str]]:
+    """The images inside ``result``'s text, as (start, end, text) in text positions, labelled
+    in the text's language (``chinese``)."""
     base = result.start_offset - result.overlap_chars
     n = len(result.text)
     out = []
     for img in images:
         s, e = img.start - base, img.end - base
         if 0 <= s <= n and s <= e and (s < n or e == s):
-            out.append((s, min(e, n), image_marker(img.text)))
+            out.append((s, min(e, n), image_marker(img.text, chinese)))
     return sorted(out)
 
 
@@ -208,8 +201,8 @@ def window_order(result: ParentResult, fill: str) -> list[tuple[int, int]]:
 def fit(result: ParentResult, images: Sequence[ImageText], budget: int, settings: SearchSettings) -> ParentResult:
     """``result`` as evidence of at most ``budget`` characters: its text (images in place),
     cut to windows around its hits when too long, then the matched-children snippets."""
-    inside = _images_in(result, images)
     chinese = is_chinese(result.text)
+    inside = _images_in(result, images, chinese)
     body, _, _ = render(result.text, inside, 0, len(result.text))
     snippets = snippet_block(result.hits, settings, chinese)
     if len(body) + len(snippets) <= budget:
@@ -290,9 +283,9 @@ def _best_hit_chars(result: ParentResult) -> int:
 def _needs(result: ParentResult, images: Sequence[ImageText], settings: SearchSettings) -> tuple[int, int]:
     """(what the whole evidence would take, capped at the parent budget; the least it may be
     given: its best matched child and one snippet line, or all of it when shorter)."""
-    inside = _images_in(result, images)
-    body, _, _ = render(result.text, inside, 0, len(result.text))
     chinese = is_chinese(result.text)
+    inside = _images_in(result, images, chinese)
+    body, _, _ = render(result.text, inside, 0, len(result.text))
     full = min(settings.parent_evidence_max_chars, len(body) + len(snippet_block(result.hits, settings, chinese)))
     least = max(MIN_PARENT_CHARS, _best_hit_chars(result) + len(snippet_block(result.hits, settings, chinese, 1)))
     return full, min(full, least)

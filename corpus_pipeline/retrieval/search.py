@@ -33,7 +33,7 @@ from corpus_pipeline.embedding import Embedder, EmbeddingConfig, embedding_confi
 from corpus_pipeline.embedding.batching import query_batcher
 from corpus_pipeline.embedding.opening import query_embedding
 from corpus_pipeline.embedding.tokens import token_counter_for
-from corpus_pipeline.errors import ModelError
+from corpus_pipeline.errors import ModelError, StoreError
 from corpus_pipeline.keywords import keyword_text
 from corpus_pipeline.retrieval.elevation import ChildHit, ParentResult, elevate
 from corpus_pipeline.retrieval.evidence import apply_budgets, fit
@@ -146,6 +146,7 @@ class SearchResult:
                     "text": r.text,
                     "evidence": r.evidence or r.text,
                     "doc_path": r.doc_path,
+                    "doc_title": r.doc_title or r.doc_path,
                     "section_path": r.section_path,
                     "start_offset": r.start_offset,
                     "end_offset": r.end_offset,
@@ -215,6 +216,7 @@ class Searcher:
         self.layout, self.kb, self.version = layout, kb, version
         self.snapshot = snapshot if snapshot is not None else resolve(layout, kb, version)
         self._format_exceptions: dict[str, str] | None = None
+        self._titles: dict[str, str] | None = None
         self.settings = settings or SearchSettings()
         self.table = self.snapshot.open_table()
         self.rows = self.table.count_rows()
@@ -331,6 +333,18 @@ class Searcher:
                 odd = {r["path"]: r["format"] for r in rows if r["format"] and r["format"] != format_of_path(r["path"])}
             self._format_exceptions = odd
         return self._format_exceptions
+
+    def titles(self) -> dict[str, str]:
+        """Each document's title by path (the ``texts`` table's: front matter, first heading
+        or file name; read once; {} for a snapshot parsed before documents had titles)."""
+        if self._titles is None:
+            try:
+                table = SnapshotReader(self.snapshot).column("texts", ["path", "title"])
+            except StoreError:  # (no title column yet: results keep their paths)
+                table = None
+            rows = table.to_pylist() if table is not None else []
+            self._titles = {r["path"]: r["title"] for r in rows if r["title"]}
+        return self._titles
 
     def where(self, filters: SearchFilters | None) -> str | None:
         """The LanceDB predicate both channels pre-filter with (None: no row filter)."""
@@ -529,7 +543,8 @@ class Searcher:
             )
         s = self.settings if top_k is None else self.settings.with_(final_top_k=top_k)
         evidence = apply_budgets(merged, s, self.lookup.images_of(merged))
-        result.results = list(evidence.results)
+        titles = self.titles() if evidence.results else {}
+        result.results = [replace(r, doc_title=titles.get(r.doc_path, "")) for r in evidence.results]
         result.evidence_chars = evidence.chars
         result.dropped_by_budget = list(evidence.dropped_by_budget)
         result.timings_ms["total"] = (time.perf_counter() - t0) * 1e3

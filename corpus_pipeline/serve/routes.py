@@ -134,7 +134,7 @@ def retrieval(req: DifyRequest, request: Request) -> dict[str, Any]:
             {
                 "content": r.evidence or r.text,
                 "score": round(score, 6),
-                "title": r.doc_path,
+                "title": r.doc_title or r.doc_path,  # (front matter, first heading or file name)
                 "metadata": {
                     "kb": result.kb,
                     "strategy_version": result.strategy_version,

@@ -83,6 +83,7 @@ class Result(_Open):
     text: str
     evidence: str = Field(description="what an application should put in its prompt")
     doc_path: str
+    doc_title: str = Field("", description="the document's title: front matter, first heading or file name")
     section_path: str
     start_offset: int
     end_offset: int

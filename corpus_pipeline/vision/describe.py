@@ -31,6 +31,7 @@ from typing import Any
 from upath import UPath
 
 from corpus_pipeline.errors import ModelError
+from corpus_pipeline.language import is_chinese
 from corpus_pipeline.models import ExtractedImage, ImageDescription, ImageStatus
 from corpus_pipeline.secrets import mask_error
 from corpus_pipeline.vision.cache import ResultCache
@@ -47,9 +48,12 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 OcrFunction = Callable[[bytes, str], str]
 
 
-def degraded_embedding_text(ocr_text: str) -> str:
-    """Seed 000 §6.2: ``"[图片]" + ocrText``; ``[image]`` for text with no Chinese."""
-    return ("[图片] " if _CJK.search(ocr_text) else "[image] ") + ocr_text
+def degraded_embedding_text(ocr_text: str, context: str = "") -> str:
+    """Seed 000 §6.2: ``"[图片]" + ocrText`` in a Chinese document, ``[image]`` otherwise; the
+    document's language is read from the text around the image (``context``), else from
+    the OCR text (any Chinese character)."""
+    chinese = is_chinese(context) if context.strip() else bool(_CJK.search(ocr_text))
+    return ("[图片] " if chinese else "[image] ") + ocr_text
 
 
 def skip_reason(image: ExtractedImage, s: VisionConfig) -> str | None:
@@ -223,7 +227,7 @@ class _Describer:
             status=(ImageStatus.DEGRADED if vlm_error else ImageStatus.OCR_ONLY).value,
             image_type="IMAGE",
             description="",
-            embedding_text=degraded_embedding_text(text),
+            embedding_text=degraded_embedding_text(text, image.context_before + image.context_after),
             ocr_text=text,
             degraded=True,
             degrade_reason=reason,

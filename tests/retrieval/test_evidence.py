@@ -200,3 +200,36 @@ def test_rank_fill_gives_the_best_ranked_parents_their_full_share_and_keeps_all_
 def test_greedy_fill_serves_demands_in_order():
     assert greedy_fill([2200, 2200, 2200], 5000) == [2200, 2200, 600]
     assert greedy_fill([100, 2200], 5000) == [100, 2200]
+
+
+ZH_PUMP = "# 水泵\n\n给水泵是 P-204，压力见下图。\n\n![铭牌](pressure_label.png)\n\n每年保养一次。\n"
+
+
+@pytest.mark.parametrize(
+    ("doc", "description", "want"),
+    [
+        (PUMP, "Pump P-204 label, 最大 16 bar", "[image] Pump P-204 label, 最大 16 bar"),  # English page
+        (PUMP, "[图片] 泵 P-204 铭牌", "[image] 泵 P-204 铭牌"),  # (a label in the other language is replaced)
+        (ZH_PUMP, "Pump P-204 label", "[图片] Pump P-204 label"),  # Chinese page, English description
+    ],
+)
+def test_an_image_is_labelled_in_the_language_of_its_document(doc: str, description: str, want: str) -> None:
+    """Issue 41: English image descriptions were labelled ``[图片]`` (any Han character did it)."""
+    start, end = doc.index("!["), doc.index(".png)") + len(".png)")
+    r = one(
+        [child("img", "P", 0.05, start, end, "pumps.md", description)],
+        {"P": Parent("P", doc, "pumps.md", "S", 0, len(doc), 0)},
+    )[0]
+    out = apply_budgets([r], S, {"pumps.md": [ImageText(start, end, description)]}).results[0]
+    assert want in out.text and "![" not in out.text
+
+
+def test_a_degraded_image_is_labelled_in_the_language_of_the_text_around_it() -> None:
+    from corpus_pipeline.vision.describe import degraded_embedding_text
+
+    assert (
+        degraded_embedding_text("PUMP 泵 16 bar", "The feed pump is P-204. Service it yearly.")
+        == "[image] PUMP 泵 16 bar"
+    )
+    assert degraded_embedding_text("PUMP 16 bar", "给水泵是 P-204，压力见下图。") == "[图片] PUMP 16 bar"
+    assert degraded_embedding_text("磁盘告警") == "[图片] 磁盘告警"  # (no context: the OCR text decides)

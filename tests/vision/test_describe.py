@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from pathlib import Path
 
@@ -140,7 +141,9 @@ def test_vision_failure_without_ocr_text_is_skipped_with_reason(
 
 @needs_tesseract
 def test_no_vision_model_means_ocr_only_chinese_without_spaces(make_image: MakeImage, tmp_path: Path) -> None:
-    image = make_image("磁盘告警", cjk=True)
+    image = dataclasses.replace(
+        make_image("磁盘告警", cjk=True), context_before="磁盘监控：", context_after="请清理日志。"
+    )
     calls: list[str] = []
 
     from corpus_pipeline.vision.ocr import ocr_image
@@ -152,7 +155,7 @@ def test_no_vision_model_means_ocr_only_chinese_without_spaces(make_image: MakeI
     cfg = settings(None, model=None)
     (d,) = describe_images([image], cfg, tmp_path / "cache", ocr=counting_ocr)
     assert (d.status, d.degraded, d.degrade_reason) == ("OCR_ONLY", True, "OCR_ONLY_NO_VLM")
-    assert "磁盘告警" in d.ocr_text and d.embedding_text.startswith("[图片] ")
+    assert "磁盘告警" in d.ocr_text and d.embedding_text.startswith("[图片] ")  # (a Chinese document's image)
     describe_images([image], cfg, tmp_path / "cache", ocr=counting_ocr)
     assert calls == ["eng+chi_sim"]  # OCR cached by image hash
 
