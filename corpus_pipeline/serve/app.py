@@ -26,13 +26,20 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from corpus_pipeline.serve import errors, routes
-from corpus_pipeline.serve.deps import Server
+from corpus_pipeline.serve.deps import DOCS_STATIC, Server
 from corpus_pipeline.serve.limits import RateLimiter, RequestGuard
 from corpus_pipeline.store.layout import Layout
 
 API_KEYS_ENV = "CORPUS_API_KEYS"
+DOCS_DESCRIPTION = (
+    "Every endpoint but /healthz, /readyz and these pages needs `Authorization: Bearer <key>`, a key of the "
+    "server's `CORPUS_API_KEYS` (none when the server runs without keys). Here: press **Authorize** and paste "
+    "the key. With curl: `curl -H 'Authorization: Bearer <key>' -H 'content-type: application/json' "
+    '-d \'{"kb": "<kb>", "query": "..."}\' http://127.0.0.1:8000/search`.'
+)
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
 
@@ -80,11 +87,14 @@ def create_app(
 
         withdraw(server.layout)  # (`corpus search` stops asking this process)
 
-    app = FastAPI(
+    app = FastAPIOffline(  # (FastAPI whose /docs page is served with its own assets: it works offline)
         lifespan=lifespan,
         title="corpus_pipeline",
         summary="Hybrid search over knowledge bases indexed by corpus_pipeline (and Dify's external knowledge API).",
+        description=DOCS_DESCRIPTION,
         version="1",
+        redoc_url=None,
+        static_url=DOCS_STATIC,
     )
     app.state.server = server
     app.state.layout = server.layout  # (read by serve.errors.roots_of)

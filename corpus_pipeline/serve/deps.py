@@ -15,8 +15,10 @@ import hashlib
 import hmac
 import threading
 from dataclasses import dataclass, field
+from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from corpus_pipeline.api import KB
 from corpus_pipeline.errors import ConfigError
@@ -29,6 +31,8 @@ from corpus_pipeline.store.layout import Layout
 #: other route is on a router guarded by ``GUARDED`` (tests/serve/test_fast.py checks each).
 PUBLIC = ("/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/")
 PUBLIC_PREFIX = "/ui/static/"
+#: Where /docs loads Swagger UI's script and style from (this server, no CDN): public, like /docs.
+DOCS_STATIC = "/docs-static"
 
 
 def is_public(path: str) -> bool:
@@ -139,7 +143,11 @@ def rate_limited(request: Request) -> None:
         raise HttpError(429, "rate_limited", "too many requests: slow down", dify_code=429)
 
 
-def authorized(request: Request) -> None:
+#: The key as OpenAPI describes it (the Authorize button of /docs); read by ``authorized``.
+BEARER = HTTPBearer(auto_error=False, description="a key of the server's CORPUS_API_KEYS")
+
+
+def authorized(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None) -> None:
     """401 without a well-formed key, 403 with an unknown one (when the server has keys)."""
     s = server(request)
     if not s.keys:

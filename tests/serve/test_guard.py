@@ -137,3 +137,17 @@ def test_readiness_is_503_while_starting_and_while_stopping(home: Path) -> None:
         finally:
             STOPPING.clear()
         assert c.get("/readyz").status_code == 200
+
+
+def test_the_docs_page_works_offline_and_says_how_to_send_the_key(client: TestClient) -> None:
+    page = client.get("/docs")
+    assert page.status_code == 200 and "cdn." not in page.text and "http" not in page.text.split("<body>")[0]
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css"):
+        assert f"/docs-static/{asset}" in page.text
+        r = client.get(f"/docs-static/{asset}")  # (no key needed: served by the server itself)
+        assert r.status_code == 200 and len(r.content) > 10_000, asset
+    spec = client.get("/openapi.json").json()
+    assert "Authorization: Bearer" in spec["info"]["description"]
+    [scheme] = spec["components"]["securitySchemes"].values()
+    assert scheme == {"type": "http", "scheme": "bearer", "description": "a key of the server's CORPUS_API_KEYS"}
+    assert spec["paths"]["/search"]["post"]["security"] and "security" not in spec["paths"]["/healthz"]["get"]
