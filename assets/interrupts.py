@@ -39,6 +39,15 @@ def in_worker_thread(
     box: dict[str, Any] = {}
 
     def run() -> None:
+        # The processes this thread starts (Dagster's compute-log watchers, the parsers'
+        # forkserver, step processes) inherit a blocked SIGINT: a terminal's Ctrl-C, sent to
+        # the whole process group, is answered by the main thread alone (which stops them),
+        # not by a traceback of each. (multiprocessing's resource tracker, started first,
+        # would unblock it in this thread when it starts.)
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             box["result"] = work()
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
