@@ -91,4 +91,6 @@ def stop_step_processes() -> None:
 
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
+            if any("multiprocessing.resource_tracker" in part for part in child.cmdline()):
+                continue  # (ends with this process; killed, it would be relaunched with a warning)
             child.kill()
