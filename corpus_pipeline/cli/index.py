@@ -127,13 +127,13 @@ def _print_summaries(summaries: list[Any], as_json: bool, *, verbose: bool = Fal
         return
     for s in summaries:
         if s.status == "busy":
-            print(f"{s.kb}: BUSY — {s.error}; active: {s.active_version}")
+            print(f"{s.kb}: BUSY — {s.error}; active: {s.active_version or 'none yet'}")
             continue
         if s.status == "invalid":  # (nothing of it written; the other KBs were indexed)
-            print(f"{s.kb}: INVALID CONFIGURATION, not indexed — {s.error}; active: {s.active_version}")
+            print(f"{s.kb}: INVALID CONFIGURATION, not indexed — {s.error}; active: {s.active_version or 'none yet'}")
             continue
         if s.status == "empty":  # (built, with nothing in it: search finds nothing)
-            print(f"{s.kb} @ {s.strategy_version}: EMPTY — {s.error}; active: {s.active_version}")
+            print(f"{s.kb} @ {s.strategy_version}: EMPTY — {s.error}; active: {s.active_version or 'none yet'}")
             _print_skipped(s, verbose, grouped=False)
             continue
         mark = "up to date" if s.up_to_date else ("ok" if s.status == "ok" else "FAILED")
@@ -148,7 +148,7 @@ def _print_summaries(summaries: list[Any], as_json: bool, *, verbose: bool = Fal
             f"({s.documents_parsed} parsed, {s.documents_reused} reused, {len(s.failed_documents)} failed), "
             f"{s.parent_blocks} parent blocks, {s.child_chunks} child chunks "
             f"({s.documents_chunked} documents re-chunked), {s.embedded} embedded, {s.reused} reused, "
-            f"{s.seconds}s; active: {s.active_version}"
+            f"{s.seconds}s; active: {s.active_version or 'none yet'}"
         )
         if s.recut_chunks:
             print(f"    {s.recut_chunks} chunk(s) were over the embedding model's window and were cut again")

@@ -77,6 +77,8 @@ def test_an_invalid_folder_name_and_an_empty_kb_are_reported_and_the_others_inde
     r = subprocess.run([CORPUS, "index"], env=_env(home), capture_output=True, text=True, timeout=900)
     assert r.returncode == 1
     assert "empty @ " in r.stdout and ": EMPTY — no documents found in" in r.stdout
+    assert "My Docs: INVALID CONFIGURATION, not indexed — knowledge base name 'My Docs' is not allowed" in r.stdout
+    assert "active: None" not in r.stdout and "; active: none yet" in r.stdout
     assert "    4 files skipped (--verbose lists them):\n      3 .json, 1 .xml: not a supported format" in r.stdout
     assert "data0.json" not in r.stdout
     r = subprocess.run([CORPUS, "index", "--kb", "good", "--verbose"], env=_env(home), capture_output=True, text=True)
