@@ -77,3 +77,28 @@ def test_ctrl_c_while_indexing_ends_with_one_line_and_no_traceback(home: Path) -
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.count("interrupted by SIGINT") == 1
+
+
+def test_ctrl_c_while_step_processes_run_ends_with_one_line_and_no_traceback(home: Path) -> None:
+    """The same with `--workers 2` and enough documents for batches in step processes."""
+    big = home / "kbs" / "big"
+    big.mkdir()
+    numbers = " ".join(str(n) for n in range(200))
+    for i in range(60):
+        (big / f"d{i}.md").write_text(f"# Doc {i}\n\nThe harbor opens at nine on day {i}. {numbers}\n")
+    proc = _start(home, "index", "--kb", "big", "--workers", "2")
+    assert proc.stderr is not None
+    seen = ""
+    t0 = time.monotonic()
+    while "✓ parsed_blocks (plan)" not in seen and time.monotonic() - t0 < 300:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen += line
+    time.sleep(1.0)  # (the batch steps' processes are starting)
+    os.killpg(proc.pid, signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    err = seen + err
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "resource_tracker" not in err, err
+    assert err.count("interrupted by SIGINT") == 1
