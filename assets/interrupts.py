@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -39,6 +40,13 @@ def in_worker_thread(
     box: dict[str, Any] = {}
 
     def run() -> None:
+        # The processes this thread starts (Dagster's compute-log watchers, the parsers'
+        # forkserver, step processes) inherit a blocked SIGINT: a terminal's Ctrl-C, sent to
+        # the whole process group, is answered by the main thread alone (which stops them),
+        # not by a traceback of each. (multiprocessing's resource tracker, started first,
+        # would unblock it in this thread when it starts.)
+        _start_resource_tracker()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             box["result"] = work()
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
@@ -76,10 +84,29 @@ def in_worker_thread(
     return box["result"]
 
 
+_QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def _start_resource_tracker() -> None:
+    """multiprocessing's resource tracker, started before SIGINT is blocked in the worker
+    thread (starting it unblocks SIGINT in the thread that does), and told not to warn of the
+    semaphores that step processes killed on Ctrl-C leave: it outlives them, and ends with
+    this process."""
+    from multiprocessing import resource_tracker
+
+    sys.warnoptions.append(_QUIET_TRACKER)  # (the tracker is started with this process's -W options)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.warnoptions.remove(_QUIET_TRACKER)
+
+
 def stop_step_processes() -> None:
     """The step processes of a multiprocess run (children of this process), on interrupt."""
     import psutil
 
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
+            if any("multiprocessing.resource_tracker" in part for part in child.cmdline()):
+                continue  # (ends with this process; killed, it would be relaunched, with warnings)
             child.kill()

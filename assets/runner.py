@@ -290,7 +290,8 @@ def _index_kb_locked(
     if dead:
         say(f"  removed the staged batches of {len(dead)} dead run(s) of {kb.name}: {', '.join(dead)}")
     register_partitions(instance, kb.name, version)
-    discovered = indexing.discover_documents(kb).table
+    found = indexing.discover_documents(kb)
+    discovered = found.table
     fresh = freshness.check(layout, kb, version, discovered)
     summary.reason = "forced" if force else fresh.reason
     parse_ok = True
@@ -307,6 +308,8 @@ def _index_kb_locked(
         if not r1.success:
             summary.status, summary.error = "failed", first_error(r1)
     _fill_parse(summary, layout, kb.name, parse_run)
+    if parse_run is None and isinstance(found.stats, DiscoverStats):  # what is skipped now, not at the last parse
+        summary.skipped_entries, summary.skipped_count = list(found.stats.skipped), found.stats.skipped_count
     if parse_run is not None and parse_ok:
         collect_images(layout)  # images of deleted documents (unused by every KB, past a grace period)
     version_run: str | None = None

@@ -14,6 +14,8 @@ third-party libraries are translated at the boundary with ``raise ... from exc``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from corpus_pipeline.secrets import mask
 
 
@@ -48,3 +50,12 @@ class ModelError(CorpusError):
 
 class StoreError(CorpusError):
     """The warehouse is missing something that was expected, or is inconsistent."""
+
+
+def did_you_mean(word: object, choices: Sequence[str]) -> str:
+    """`` Did you mean 'x'?`` for the nearest of ``choices`` (difflib), else nothing: what an
+    unknown KB name and an unknown kb.yaml key are answered with."""
+    import difflib
+
+    near = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return f" Did you mean {near[0]!r}?" if near else ""

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
 class KBIndexSummary:
     kb: str
     strategy_version: str
-    status: str = "ok"  # ok | failed | busy (another process was writing the KB; nothing done)
+    # ok | failed | busy (another process was writing the KB; nothing done) | invalid (its
+    # configuration refused; nothing written) | empty (no document found: nothing to search)
+    status: str = "ok"
     up_to_date: bool = False  # nothing had changed: no run was needed
     reason: str = ""
     active_version: str | None = None
@@ -71,6 +73,36 @@ class KBIndexSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "warnings": len(self.warnings)}
+
+    def skipped_groups(self) -> list[str]:
+        """The skipped files counted by reason, then extension: ``2 .json, 1 .xml: not a
+        supported format (...)``, the most frequent reason first (those past the listed ones
+        as one more line)."""
+        return group_skipped(self.skipped_entries, self.skipped_count)
+
+
+def group_skipped(entries: Sequence[dict[str, str]], count: int) -> list[str]:
+    """``skipped_groups`` of these ``{path, reason}`` entries (``count`` skipped in all)."""
+    from collections import Counter
+    from pathlib import PurePosixPath
+
+    by_reason: dict[str, Counter[str]] = {}
+    for e in entries:
+        ext = PurePosixPath(e["path"]).suffix.lower() or "(no extension)"
+        by_reason.setdefault(e["reason"], Counter())[ext] += 1
+    lines = []
+    for reason, exts in sorted(by_reason.items(), key=lambda kv: -sum(kv[1].values())):
+        lines.append(", ".join(f"{k} {ext}" for ext, k in exts.most_common()) + f": {reason}")
+    if count > len(entries):
+        lines.append(f"{count - len(entries)} more, not listed")
+    return lines
+
+
+def empty_message(path: Any, skipped: Sequence[str], count: int) -> str:
+    """What a KB with no document is reported with: where it was looked for, what was skipped."""
+    if not count:
+        return f"no documents found in {path}: put Markdown, text, HTML, DOCX or PDF files there"
+    return f"no documents found in {path}; {count} file{'' if count == 1 else 's'} skipped: " + "; ".join(skipped)
 
 
 #: The entry-point group indexers are found in, and the one used when none is installed.
@@ -163,5 +195,12 @@ def index(
     if planned:
         run = indexer if indexer is not None else current_indexer()
         done = run(layout, planned, force=force, wait=wait, reporter=reporter, workers=workers)
+    paths = {kb.name: kb.path for kb, _v in planned}
+    for s in done:  # built, but there is nothing to search: said so, not "ok"
+        if not isinstance(s, KBIndexSummary):  # (another engine's summaries are its own)
+            continue
+        if s.status == "ok" and s.documents == 0 and not s.failed_documents and s.kb in paths:
+            s.status, s.reason = "empty", "no documents"
+            s.error = empty_message(paths[s.kb], group_skipped(s.skipped_entries, s.skipped_count), s.skipped_count)
     by_kb = {s.kb: s for s in [*done, *refused]}
     return [by_kb[n] for n in names if n in by_kb]

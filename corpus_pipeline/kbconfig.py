@@ -35,7 +35,7 @@ from corpus_pipeline.chunking import registry
 from corpus_pipeline.chunking.plan import DEFAULT_PLAN, PipelineSettings, Plan, build_plan
 from corpus_pipeline.embedding.settings import EmbeddingConfig
 from corpus_pipeline.embedding.tokens import TokenCounter
-from corpus_pipeline.errors import ConfigError
+from corpus_pipeline.errors import ConfigError, did_you_mean
 from corpus_pipeline.globs import match_glob
 from corpus_pipeline.llm.config import LLMConfig
 from corpus_pipeline.quality.config import QualityConfig
@@ -143,7 +143,9 @@ def format_validation(exc: ValidationError, source: str) -> ConfigError:
         key = ".".join(str(p) for p in loc)
         if err["type"] == "extra_forbidden":
             allowed = _fields_at(KBConfig, loc)
-            lines.append(f"{source}: unknown key {key!r}; allowed here: {', '.join(allowed)}.")
+            lines.append(
+                f"{source}: unknown key {key!r}; allowed here: {', '.join(allowed)}.{did_you_mean(loc[-1], allowed)}"
+            )
         elif err["type"] == "missing":
             lines.append(f"{source}: {key} is required.")
         else:
@@ -365,14 +367,11 @@ def require_known_kb(kbs_dir: Path, versions_dir: UPath | Path, name: str) -> st
 
 def unknown_kb_message(kb_dir: Path) -> str:
     """No such KB: which ones there are, and the nearest name."""
-    import difflib
-
     parent = kb_dir.parent
     known = (
         sorted(p.name for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")) if parent.is_dir() else []
     )
-    near = difflib.get_close_matches(kb_dir.name, known, n=1, cutoff=0.6)
-    hint = f" Did you mean {near[0]!r}?" if near else ""
+    hint = did_you_mean(kb_dir.name, known)
     listed = ", ".join(known) if known else "none yet"
     return (
         f"no knowledge base {kb_dir.name!r} (no folder {kb_dir}).{hint} Knowledge bases here: {listed}. "

@@ -66,3 +66,17 @@ def test_errors_are_json_under_json(corpus_home):
     assert err["code"] == "invalid_configuration" and err["command"] == "search" and "'nope'" in err["message"]
     r = _run(corpus_home, "activate", "--kb", "nope", "v1", "--json")
     assert r.returncode == 2 and json.loads(r.stdout)["error"]["command"] == "activate"
+
+
+@pytest.mark.parametrize("argv", [["strategies"], ["versions", "--kb", "kb"], ["versions", "--kb", "kb", "--json"]])
+def test_a_closed_pipe_ends_quietly_with_sigpipes_code(corpus_home, argv):
+    """Issue 41: `corpus ... | head -1` once head has exited: no BrokenPipeError traceback."""
+    (corpus_home / "kbs" / "kb").mkdir(parents=True, exist_ok=True)
+    read, write = os.pipe()
+    os.close(read)
+    env = {**os.environ, "CORPUS_HOME": str(corpus_home), "HF_HUB_OFFLINE": "1"}
+    try:
+        r = subprocess.run([CORPUS, *argv], env=env, stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert r.returncode == 141 and r.stderr == "", r.stderr

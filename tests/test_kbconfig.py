@@ -71,6 +71,32 @@ def test_an_unknown_strategy_setting_is_refused_with_the_allowed_keys(tmp_path):
         resolve_kb(d)
 
 
+@pytest.mark.parametrize(
+    ("yaml_text", "hint"),
+    [
+        ("chunkng:\n  plan: 'PARENT:1;CHILD:2'\n", "unknown key 'chunkng'; allowed here: description, include"),
+        ("embedding: {modle: e5-small}\n", "unknown key 'embedding.modle'"),
+        ("chunking:\n  child: {RECURSIVE: {max_char: 500}}\n", "unknown key 'max_char'"),
+    ],
+    ids=["top-level", "nested", "strategy-setting"],
+)
+def test_an_unknown_key_is_answered_with_the_nearest_allowed_one(tmp_path, yaml_text, hint):
+    """Issue 41: a kb.yaml key typo gets "did you mean", as a KB name does."""
+    with pytest.raises(ConfigError) as err:
+        resolve_kb(_kb(tmp_path, yaml_text))
+    near = {"top-level": "chunking", "nested": "model", "strategy-setting": "max_chars"}
+    message = str(err.value)
+    assert hint in message
+    assert any(f"Did you mean {w!r}?" in message for w in near.values()), message
+    assert message.count("Did you mean") == 1
+
+
+def test_an_unknown_key_far_from_every_allowed_one_gets_no_guess(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        resolve_kb(_kb(tmp_path, "zzzzqq: 1\n"))
+    assert "unknown key 'zzzzqq'" in str(err.value) and "Did you mean" not in str(err.value)
+
+
 def test_an_out_of_range_value_names_key_value_and_range(tmp_path):
     d = _kb(tmp_path, "chunking:\n  child: {RECURSIVE: {max_chars: 50}}\n")
     with pytest.raises(

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from corpus_pipeline.errors import ConfigError
+from corpus_pipeline.errors import ConfigError, did_you_mean
 
 
 def param(
@@ -76,7 +76,10 @@ class StrategyConfig:
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = [k for k in data if k not in names]
         if unknown:
-            raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed keys are: {', '.join(names)}.")
+            raise ConfigError(
+                f"{where}: unknown key {unknown[0]!r}; allowed keys are: {', '.join(names)}."
+                + did_you_mean(unknown[0], names)
+            )
         try:
             return cls(**data)
         except ConfigError as exc:

@@ -7,7 +7,9 @@
     corpus serve [--port N]                      search over HTTP (JSON API, Dify), /docs
 
 Commands that need Dagster import it inside the command, so the others start fast.
-Exit codes: 0 ok, 1 a run or search failed, 2 invalid input (config, arguments).
+Exit codes: 0 ok, 1 a run or search failed (or a KB held no documents), 2 invalid input
+(config, arguments); 130 Ctrl-C, 143 SIGTERM (one line on stderr, no traceback); 141 when
+stdout was closed by its reader (``corpus search ... | head -1``: the rest is dropped quietly).
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
 from corpus_pipeline.errors import ConfigError, CorpusError
@@ -75,7 +81,60 @@ def _fail(args: argparse.Namespace, code: str, message: str, status: int) -> int
     return status
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, answered as Ctrl-C is (Python's default would end the process without a word)."""
+
+
+def _on_sigterm(_signo: int, _frame: FrameType | None) -> None:
+    raise _Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """``corpus``: the command's exit code. Ctrl-C (130) and SIGTERM (143) end it with one line
+    on stderr, a closed stdout (141, SIGPIPE's) with none: never a traceback."""
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if in_main else None
+    _COMMAND[0] = "corpus"
+    try:
+        code = _main(argv, answer_sigterm=in_main)
+        sys.stdout.flush()  # (here, where a closed pipe is caught, not at exit)
+        return code
+    except BrokenPipeError:
+        _discard_stdout()
+        return 128 + 13  # SIGPIPE's: what `seq 1 1000000 | head -1` reports of seq
+    except KeyboardInterrupt as exc:
+        signo = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+        if in_main:  # a second signal while exiting ends the process at once, without a word
+            for s in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(s, signal.SIG_DFL)
+            previous = None
+        try:
+            print(f"{_COMMAND[0]}: interrupted by {signo.name}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):
+            _discard_stdout()
+        return 128 + signo
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+#: What the interrupted line is prefixed with: ``corpus search`` once the arguments are read.
+_COMMAND = ["corpus"]
+
+
+def _discard_stdout() -> None:
+    """Whatever is still buffered for a stdout nobody reads goes nowhere (Python would report
+    it at exit)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _main(argv: Sequence[str] | None, *, answer_sigterm: bool) -> int:
     from corpus_pipeline.store.memory import use_returning_pool
 
     use_returning_pool()  # before anything imports pyarrow: freed Arrow pages go back to the system
@@ -85,6 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     use_indexer(dagster_indexer)  # (the composition root: `corpus index`, `corpus serve`)
     parser = build_parser()
     args = parser.parse_args(argv)
+    _COMMAND[0] = f"corpus {args.command}"
+    if answer_sigterm and args.command not in ("serve", "ui"):  # (those stop gracefully on SIGTERM, exit 0)
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:
@@ -92,8 +154,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CorpusError as exc:
         code = re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()  # StoreError -> store_error
         return _fail(args, code, mask(str(exc)), 1)  # no key, whatever its shape
-    except KeyboardInterrupt:
-        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

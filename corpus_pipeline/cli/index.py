@@ -21,6 +21,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON list of per-KB summaries")
     p.add_argument("--force", action="store_true", help="re-run every partition even if nothing changed")
     p.add_argument(
+        "--verbose", "-v", action="store_true",
+        help="list every skipped file (by default they are counted by reason and extension)",
+    )  # fmt: skip
+    p.add_argument(
         "--workers", type=_workers, default=0, metavar="N",
         help="processes that parse and embed a KB's batches at once (default: one per core; 1: all in this "
         "process). Small changes run in this process anyway",
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             lambda: index(layout, names, force=args.force, wait=args.wait, reporter=reporter, workers=args.workers),
             reporter,
         )
-    _print_summaries(summaries, args.json)
+    _print_summaries(summaries, args.json, verbose=args.verbose)
     return 0 if all(s.status == "ok" for s in summaries) else 1
 
 
@@ -115,7 +119,7 @@ def _interruptible(call: Callable[[], list[Any]], reporter: Any = None) -> list[
         os._exit(128 + exc.signo)
 
 
-def _print_summaries(summaries: list[Any], as_json: bool) -> None:
+def _print_summaries(summaries: list[Any], as_json: bool, *, verbose: bool = False) -> None:
     from corpus_pipeline.cli import print_json
 
     if as_json:
@@ -123,10 +127,14 @@ def _print_summaries(summaries: list[Any], as_json: bool) -> None:
         return
     for s in summaries:
         if s.status == "busy":
-            print(f"{s.kb}: BUSY — {s.error}; active: {s.active_version}")
+            print(f"{s.kb}: BUSY — {s.error}; active: {s.active_version or 'none yet'}")
             continue
         if s.status == "invalid":  # (nothing of it written; the other KBs were indexed)
-            print(f"{s.kb}: INVALID CONFIGURATION, not indexed — {s.error}; active: {s.active_version}")
+            print(f"{s.kb}: INVALID CONFIGURATION, not indexed — {s.error}; active: {s.active_version or 'none yet'}")
+            continue
+        if s.status == "empty":  # (built, with nothing in it: search finds nothing)
+            print(f"{s.kb} @ {s.strategy_version}: EMPTY — {s.error}; active: {s.active_version or 'none yet'}")
+            _print_skipped(s, verbose, grouped=False)
             continue
         mark = "up to date" if s.up_to_date else ("ok" if s.status == "ok" else "FAILED")
         warned = [c for c in s.checks_failed if c.get("severity") != "ERROR"]
@@ -140,21 +148,33 @@ def _print_summaries(summaries: list[Any], as_json: bool) -> None:
             f"({s.documents_parsed} parsed, {s.documents_reused} reused, {len(s.failed_documents)} failed), "
             f"{s.parent_blocks} parent blocks, {s.child_chunks} child chunks "
             f"({s.documents_chunked} documents re-chunked), {s.embedded} embedded, {s.reused} reused, "
-            f"{s.seconds}s; active: {s.active_version}"
+            f"{s.seconds}s; active: {s.active_version or 'none yet'}"
         )
         if s.recut_chunks:
             print(f"    {s.recut_chunks} chunk(s) were over the embedding model's window and were cut again")
         for f in s.failed_documents:
             print(f"    failed: {f['path']}: {f['error']}")
-        for e in s.skipped_entries:
-            print(f"    skipped: {e['path']}: {e['reason']}")
-        if s.skipped_count > len(s.skipped_entries):
-            print(f"    … and {s.skipped_count - len(s.skipped_entries)} more skipped")
+        _print_skipped(s, verbose)
         for c in blocked + warned:  # ✗ stopped the version; ⚠ the version is built and searchable
             sign = "✗" if c in blocked else "⚠"
             print(f"    {sign} check {c['check']} ({c['severity']}) on {c['asset']} {c['partition']}: {c['message']}")
         if s.error:
             print(f"    error: {s.error}")
+
+
+def _print_skipped(s: Any, verbose: bool, *, grouped: bool = True) -> None:
+    """The files discovery skipped: counted by reason and extension, or (``verbose``) each."""
+    from corpus_pipeline.indexer import group_skipped
+
+    if verbose:
+        for e in s.skipped_entries:
+            print(f"    skipped: {e['path']}: {e['reason']}")
+        if s.skipped_count > len(s.skipped_entries):
+            print(f"    … and {s.skipped_count - len(s.skipped_entries)} more skipped")
+    elif grouped and s.skipped_count:
+        print(f"    {_count(s.skipped_count, 'file')} skipped (--verbose lists them):")
+        for line in group_skipped(s.skipped_entries, s.skipped_count):
+            print(f"      {line}")
 
 
 def _count(n: int, what: str) -> str:

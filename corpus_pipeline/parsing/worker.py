@@ -111,6 +111,9 @@ def _watch_parent() -> None:
 
 def _serve(conn: Connection) -> None:
     """A worker's loop: a job in, ``(ParsedDocument, healthy)`` out, until EOF or idle."""
+    # A terminal's Ctrl-C reaches the whole process group: the parent answers it (and stops
+    # this worker); a KeyboardInterrupt traceback of each worker would only be noise.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _watch_parent()
     while conn.poll(IDLE_EXIT_S):
         try:

@@ -363,11 +363,12 @@ def _min_threshold(th: Thresholds) -> dict[str, Any]:
 
 @check(
     "child_size_above_minimum", asset="child_chunks", severity="WARN", noun="chunks",
-    summary="chunks under the minimum size at most a share (a parent's last chunk and derived chunks exempt)",
+    summary="at most a share (quality.child.small_share) of the chunks under the plan's minimum size; each "
+    "parent's last chunk, derived and image chunks exempt",
     ids=CHILD_IDS, columns=("char_count", "_min_chars", "token_count", "_min_tokens"), threshold=_min_threshold,
     fix=lambda th: (
-        f"More than {th.child.small_share:.0%} of the chunks are under the minimum: fragments retrieve poorly. "
-        "Raise the plan's minimum or merge small pieces."
+        f"More than {th.child.small_share:.0%} of the chunks that have a minimum are under it: fragments "
+        "retrieve poorly. Lower the plan's minimum, merge small pieces, or raise quality.child.small_share."
     ),
 )  # fmt: skip
 def child_size_above_minimum(p: Partition, th: Thresholds) -> Finding:

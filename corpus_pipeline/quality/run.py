@@ -6,8 +6,8 @@ Every outcome has the counts, the threshold, what was observed, a few offending 
 (worst first where a check has a figure) and a message that names the partition, the worst
 offender (its document, its chunk, the figure and the limit) and what to change:
 
-    child_token_limit on ops|p2-c2-1f0c9a7e: 3 of 120 chunks fail (token_count <= 254: 3).
-    Worst: runbooks/cpu.md chunk 5e1f... (#7): token_count 331, limit 254. The embedding model ...
+    child_token_limit on ops|p2-c2-1f0c9a7e: 3 of 120 chunks fail the rule (no chunk over the
+    embedding model's token limit ...): token_count <= 254 broken by 3 chunks. Worst: runbooks/cpu.md chunk 5e1f... (#7): token_count 331, limit 254. The embedding model ...
 
 A check that raises is a failed check (of its severity) saying so, never a silent pass.
 """
@@ -84,6 +84,29 @@ def _worst(c: CheckDef, found: Finding, th: Thresholds) -> str:
     return f" Worst: {' '.join(where)}{figure}." if where or figure else ""
 
 
+def _broken(found: Finding, noun: str) -> str:
+    """Each broken rule with its count, in words: ``token_count <= 254 broken by 3 chunks``;
+    a rule a share of its rows may break says of how many rows, the share and the limit
+    (``3 of the 20 chunks it applies to (15.0%), more than the 10% allowed``)."""
+    parts = []
+    for rule, n in found.broken.items():
+        if not isinstance(n, int):
+            parts.append(f"{rule}: {n}")
+        elif found.share is not None and found.applies.get(rule):
+            of = found.applies[rule]
+            parts.append(
+                f"{rule} broken by {n} of the {of} {noun} it applies to ({n / of:.1%}), "
+                f"more than the {found.share:.0%} allowed"
+            )
+        else:
+            parts.append(f"{rule} broken by {n} {noun if n != 1 else _singular(noun)}")
+    return "; ".join(parts)
+
+
+def _singular(noun: str) -> str:
+    return noun[:-1] if noun.endswith("s") else noun
+
+
 def outcome(c: CheckDef, found: Finding, p: Partition, th: Thresholds, checked: int) -> CheckOutcome:
     severity = severity_of(th, c.name)
     failed = found.failed
@@ -98,9 +121,9 @@ def outcome(c: CheckDef, found: Finding, p: Partition, th: Thresholds, checked: 
     elif found.failing is None:  # a rule of the whole table (quantiles)
         message = f"{c.name}{where}: {found.detail or ', '.join(found.broken)}. {c.fix_for(th)}"
     else:
-        rules = "; ".join(f"{rule}: {n}" for rule, n in found.broken.items())
         message = (
-            f"{c.name}{where}: {failed} of {checked} {c.noun} fail ({rules}).{_worst(c, found, th)} {c.fix_for(th)}"
+            f"{c.name}{where}: {failed} of {checked} {c.noun} fail the rule ({c.summary}): "
+            f"{_broken(found, c.noun)}.{_worst(c, found, th)} {c.fix_for(th)}"
         )
     return CheckOutcome(
         name=c.name,
@@ -192,7 +215,10 @@ class _Sum:
         failing = _worst_first(c, pd.concat(parts)) if parts else self.columns
         broken = {r: int(total[r]) for r in kept} | self.other
         count = sum(self.patterns[k] for k in keys)
-        return Finding(failing.drop(columns=[_SEQ], errors="ignore"), broken, self.observed, self.detail, count=count)
+        return Finding(
+            failing.drop(columns=[_SEQ], errors="ignore"), broken, self.observed, self.detail, count=count,
+            applies={r: int(self.applies[r]) for r in kept if r in self.applies}, share=self.share,
+        )  # fmt: skip
 
 
 _SEQ = "__seq"

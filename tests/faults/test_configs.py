@@ -48,3 +48,39 @@ def test_one_kbs_bad_or_long_config_never_stops_the_others(tmp_path: Path) -> No
     assert out["bad"]["status"] == "invalid" and "plna" in out["bad"]["error"]
     assert out["good"]["status"] == "ok" and out["good"]["child_chunks"] >= 1
     assert out["long"]["status"] == "ok" and len(out["long"]["strategy_version"]) <= MAX_VERSION_CHARS
+
+
+def test_an_invalid_folder_name_and_an_empty_kb_are_reported_and_the_others_indexed(tmp_path: Path) -> None:
+    """Issue 41: a KB folder named `My Docs` is reported for that KB (the rule named) while
+    the others are indexed; a KB with no document is not "ok" but says where it looked and
+    what it skipped; skipped files are counted by reason and extension (`--verbose`: each)."""
+    home = tmp_path / "corpus"
+    kbs = home / "kbs"
+    for name in ("My Docs", "good", "empty"):
+        (kbs / name).mkdir(parents=True)
+    for name in ("My Docs", "good"):
+        (kbs / name / "a.md").write_text("# Harbor\n\nThe harbor opens at nine. Ships leave at noon.\n")
+    for i in range(3):
+        (kbs / "good" / f"data{i}.json").write_text("{}\n")
+        (kbs / "empty" / f"e{i}.json").write_text("{}\n")
+    (kbs / "good" / "feed.xml").write_text("<feed/>\n")
+    (kbs / "empty" / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n")  # (pictures: read through documents)
+    r = subprocess.run([CORPUS, "index", "--json"], env=_env(home), capture_output=True, text=True, timeout=900)
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 1  # (one KB refused, one empty)
+    out = {s["kb"]: s for s in json.loads(r.stdout)}
+    assert out["My Docs"]["status"] == "invalid" and "lower-case letters" in out["My Docs"]["error"]
+    assert out["good"]["status"] == "ok" and out["good"]["child_chunks"] >= 1
+    empty = out["empty"]
+    assert empty["status"] == "empty" and empty["documents"] == 0
+    assert f"no documents found in {kbs / 'empty'}; 3 files skipped: 3 .json: not a supported format" in empty["error"]
+    r = subprocess.run([CORPUS, "index"], env=_env(home), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 1
+    assert "empty @ " in r.stdout and ": EMPTY — no documents found in" in r.stdout
+    assert "My Docs: INVALID CONFIGURATION, not indexed — knowledge base name 'My Docs' is not allowed" in r.stdout
+    assert "active: None" not in r.stdout and "; active: none yet" in r.stdout
+    assert "    4 files skipped (--verbose lists them):\n      3 .json, 1 .xml: not a supported format" in r.stdout
+    assert "data0.json" not in r.stdout
+    r = subprocess.run([CORPUS, "index", "--kb", "good", "--verbose"], env=_env(home), capture_output=True, text=True)
+    assert r.returncode == 0 and "    skipped: data0.json: not a supported format" in r.stdout, r.stdout
+    assert "feed.xml" in r.stdout and "files skipped (--verbose" not in r.stdout

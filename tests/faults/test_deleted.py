@@ -56,7 +56,7 @@ def test_drop_removes_a_kb_and_nothing_else(tiny_kb, corpus_home):
     (other / "link.md").symlink_to(other / "harbor.md")  # skipped, and said so
     r = _run(corpus_home, "index")
     assert r.returncode == 0, r.stderr
-    assert "skipped: link.md: a symbolic link (file)" in r.stdout, r.stdout
+    assert "1 file skipped (--verbose lists them):\n      1 .md: a symbolic link (file)" in r.stdout, r.stdout
     layout = Layout(corpus_home)
     dry = _run(corpus_home, "drop", "--kb", "tiny")
     assert dry.returncode == 0 and "--yes" in dry.stdout

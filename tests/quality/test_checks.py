@@ -267,7 +267,10 @@ def test_a_failure_names_the_partition_the_document_the_chunk_the_figure_the_lim
     assert (o.passed, o.failed, o.checked, o.severity, o.partition) == (False, 2, 4, "ERROR", "ops|p2-c2-1234abcd")
     assert [e["chunk_id"] for e in o.examples] == ["c0", "c1"]  # worst first
     assert o.examples[0]["token_count"] == 300 and o.examples[0]["doc_path"] == "d1.md"
-    assert o.message.startswith("child_token_limit on ops|p2-c2-1234abcd: 2 of 4 chunks fail (token_count <= 20: 2).")
+    assert o.message.startswith(
+        "child_token_limit on ops|p2-c2-1234abcd: 2 of 4 chunks fail the rule (no chunk over the embedding model's "
+        "token limit (the model would silently truncate it)): token_count <= 20 broken by 2 chunks."
+    )
     assert "Worst: d1.md chunk c0 (#0): token_count 300, limit 20." in o.message
     assert "silently truncates" in o.message and "size_unit: tokens" in o.message
 
@@ -465,3 +468,19 @@ def test_embeddings_checked_a_slice_of_rows_at_a_time_get_the_outcomes_of_the_wh
         assert not grouped[check].passed
     if elsewhere and embeddings.num_rows == len(children):
         assert grouped[check].observed["broken_rules"].get("chunk_id unique") == 1
+
+
+def test_a_failure_says_its_rule_in_words_with_figures_that_agree():
+    """Issue 41: "3 of 125 chunks fail … More than 10% of the chunks are under the minimum"
+    and "(doc_id, text) unique: 219" said nothing, or contradicted their own figures."""
+    th = _th(child=TableThresholds(default=SizeLimits(max_chars=50, min_chars=48), small_share=0.1))
+    o = _by_name(check_child_chunks(_children(), _parents(), _texts(), th, "kb|v"))["child_size_above_minimum"]
+    assert not o.passed
+    applies = 1  # c0 only: c1 and c2 end their parents, c3 is an image
+    assert f"{o.failed} of {o.checked} chunks fail the rule (at most a share" in o.message, o.message
+    assert f"char_count >= min_chars broken by 1 of the {applies} chunks it applies to (100.0%), " in o.message
+    assert "more than the 10% allowed" in o.message and "More than 10% of the chunks that have a minimum" in o.message
+    dup = pd.concat([_children(), _children().iloc[[0]].assign(chunk_id="c9", chunk_index=7)], ignore_index=True)
+    o = _by_name(check_child_chunks(dup, _parents(), _texts(), THRESHOLDS, "kb|v"))["child_duplicate_text"]
+    assert "1 of 5 chunks fail the rule (no text repeated within one document): " in o.message, o.message
+    assert "(doc_id, text) unique broken by 1 chunk." in o.message
