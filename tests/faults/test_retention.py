@@ -45,13 +45,19 @@ def _new_version(layout: Layout, before: set[str]) -> str:
     return v
 
 
-def test_a_failed_version_never_displaces_the_built_rollback_and_its_partitions_are_purged(tmp_path: Path) -> None:
+def _indexed_once(tmp_path: Path) -> tuple[Path, Layout, str]:
+    """A home whose KB ``ops`` was indexed once: (home, layout, its built version)."""
     home = tmp_path / "corpus"
     layout = Layout(home)
     _write_kb(home)
     _configure(home, 200)
     assert _index(home).returncode == 0
-    [good] = known_versions(layout, "ops")
+    [built] = known_versions(layout, "ops")
+    return home, layout, built
+
+
+def test_a_failed_version_never_displaces_the_built_rollback_and_its_partitions_are_purged(tmp_path: Path) -> None:
+    home, layout, good = _indexed_once(tmp_path)
 
     # A new strategy whose children fail the blocking token check: registered, never built.
     _configure(home, 150, "quality: {token_limit: 8}\n")
@@ -78,12 +84,7 @@ def test_a_failed_version_never_displaces_the_built_rollback_and_its_partitions_
 
 
 def test_doctor_reports_a_kb_whose_kb_yaml_changed_since_its_last_index(tmp_path: Path) -> None:
-    home = tmp_path / "corpus"
-    layout = Layout(home)
-    _write_kb(home)
-    _configure(home, 200)
-    assert _index(home).returncode == 0
-    [built] = known_versions(layout, "ops")
+    home, _, built = _indexed_once(tmp_path)
 
     clean = json.loads(_corpus(home, "doctor", "--json").stdout)
     assert clean["kbs_not_current"] == []
